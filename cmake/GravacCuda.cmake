@@ -1,0 +1,29 @@
+# Decides whether the CUDA kernels are built and sets GRAVAC_CUDA_ENABLED.
+# nvcc is looked up on PATH, then in CUDAToolkit_ROOT / CUDA_HOME / /usr/local/cuda.
+set(GRAVAC_CUDA_ENABLED OFF)
+if(NOT GRAVAC_WITH_CUDA STREQUAL "OFF")
+  if(NOT CMAKE_CUDA_COMPILER)
+    find_program(GRAVAC_NVCC nvcc
+      HINTS ENV CUDAToolkit_ROOT ENV CUDA_HOME /usr/local/cuda
+      PATH_SUFFIXES bin)
+    if(GRAVAC_NVCC)
+      set(CMAKE_CUDA_COMPILER "${GRAVAC_NVCC}")
+    endif()
+  endif()
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      # Hopper (H100/H200) by default; override with -DCMAKE_CUDA_ARCHITECTURES=...
+      set(CMAKE_CUDA_ARCHITECTURES 90)
+    endif()
+    enable_language(CUDA)
+    # Debian CMake 3.25 knows no C++20 flag for nvcc; the .cu files are C++17.
+    set(CMAKE_CUDA_STANDARD 17)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    find_package(CUDAToolkit REQUIRED)
+    set(GRAVAC_CUDA_ENABLED ON)
+  elseif(GRAVAC_WITH_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "GRAVAC_WITH_CUDA=ON but no CUDA compiler was found")
+  endif()
+endif()
