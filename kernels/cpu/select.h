@@ -1,0 +1,217 @@
+// Selection machinery shared by the CPU sparse compressors (topk, dgc, redsync): exact top-k by
+// magnitude, threshold filters and counts, and top-k from an already sparse output.
+//
+// Order: elements are compared by |x| through MagnitudeKey (the float bits with the sign
+// cleared), which orders like |x| for finite values (-0 and +0 tie; subnormals are ordered).
+// Among equal magnitudes the lower index wins, so exact top-k equals a stable sort oracle (sort
+// by |x| descending, index ascending, keep the first k, sort them by index). Outputs are index
+// ascending, values signed and unrounded (the compressors round them to their value type).
+//
+// How the exact top-k is found without a sort (Selector::TopK):
+//  1. A deterministic sample (kSampleChunk consecutive elements at every multiple of a stride,
+//     about 1/128 of a large tensor, all of a tensor of at most 64Ki elements) estimates a cut
+//     key c just below the k-th largest magnitude (sample rank e·1.02 + 5√e + 2 for e expected).
+//  2. One parallel pass over the input gathers every element with key > c and up to k elements
+//     with key == c per lane (ThreadPool lanes hold contiguous, index-ordered chunks), counts
+//     the rest, and fuses the finiteness check: a non-finite key lies above any finite c.
+//  3. The k-th largest key T among the gathered ones (a 16-bit histogram and an nth_element on
+//     the boundary bucket) and one index-ordered walk emit key > T, then the lowest-index ties.
+//  When the sample misleads (fewer than k at or above c, or more than the memory budget above
+//  it) an exact fallback finds T with two 16-/15-bit histogram passes and gathers again at T.
+//  So a normal input is read once (plus the sample); any input at most four times.
+//
+// Thread-safety: the free functions are safe from any thread (a ThreadPool serialises its own
+// calls). A Selector keeps scratch buffers: one caller at a time.
+#ifndef GRAVAC_KERNELS_CPU_SELECT_H_
+#define GRAVAC_KERNELS_CPU_SELECT_H_
+
+#include <bit>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "core/thread_pool.h"
+#include "kernels/compressed.h"
+#include "kernels/compressor.h"
+
+namespace gravac::kernels::cpu {
+
+// Exact top-k of `input` by |x| (ties: lower index), indices ascending, values signed. k < 0 is
+// InvalidArgument; k > n keeps all n. Non-finite input is InvalidArgument naming the first bad
+// index. `pool` may be nullptr (runs on the caller). This is the CPU twin of the CUDA top-k.
+absl::Status TopK(absl::Span<const float> input, int64_t k, ThreadPool* pool,
+                  std::vector<int32_t>* indices, std::vector<float>* values);
+
+// Every element with |x| >= threshold, indices ascending. threshold must be finite (a negative
+// one keeps everything); non-finite input is InvalidArgument naming the first bad index.
+// The CPU twin of the CUDA threshold filter.
+absl::Status ThresholdFilter(absl::Span<const float> input, float threshold, ThreadPool* pool,
+                             std::vector<int32_t>* indices, std::vector<float>* values);
+
+// Number of elements with |x| >= threshold (a negative threshold counts all, NaN counts none).
+// Input is assumed finite: ±Inf and NaN elements count as larger than any threshold.
+int64_t CountAtLeast(absl::Span<const float> input, float threshold, ThreadPool* pool);
+
+// Exact top-k among first's entries (ties: lower index), indices ascending, into *out (buffers
+// reused; dense_size and value_type copied; implicit_indices false). k is clamped to
+// first.count(). `first` must be sparse with as many indices as values, else InvalidArgument.
+absl::Status SelectTopKFromSparse(const Compressed& first, int64_t k, Compressed* out);
+
+// Checks shared by every sparse compressor's Compress: n fits int32 indices, theta >= 1 (NaN
+// rejected), each failure an InvalidArgument naming the tensor.
+absl::Status CheckCompressArgs(int64_t n, double theta, std::string_view tensor_name);
+
+// Shared by the sparse compressors: sets *out's header for a sparse result of an n-element
+// tensor at `type` (buffers kept), and rounds out->values to `type` (InvalidArgument naming the
+// tensor and index if a value overflows it).
+void PrepareSparseOutput(int64_t n, ValueType type, Compressed* out);
+absl::Status FinishSparseOutput(std::string_view tensor_name, Compressed* out);
+// CompressFrom for the sparse selection compressors: exact top-KeepCount(first.dense_size, θ)
+// of `first`, after checking θ.
+absl::Status SelectFrom(const Compressed& first, double theta, const CompressContext& ctx,
+                        Compressed* out);
+
+// |x| as an unsigned integer ordered like |x| (finite values); non-finite keys are >= this.
+inline uint32_t MagnitudeKey(float x) { return std::bit_cast<uint32_t>(x) & 0x7fffffffu; }
+inline constexpr uint32_t kNonFiniteKey = 0x7f800000u;
+// The cut key for "|x| >= threshold": 0 for a threshold <= 0 (threshold must not be NaN).
+inline uint32_t ThresholdKey(float threshold) {
+  return threshold > 0.0f ? MagnitudeKey(threshold) : 0u;
+}
+
+// The elements whose key is >= `cut`, gathered by one parallel pass (Selector::Gather).
+// lanes[i] holds the i-th contiguous chunk's elements in ascending index order, so the lanes
+// concatenated are ascending. Per lane, elements with key > cut are stored up to `budget` and
+// elements with key == cut up to `tie_cap`; beyond that they are only counted.
+struct CandidateSet {
+  struct Lane {
+    std::vector<int32_t> indices;
+    std::vector<float> values;
+    int64_t above = 0;  // key > cut, seen
+    int64_t above_stored = 0;
+    int64_t ties = 0;  // key == cut, seen
+    int64_t ties_stored = 0;
+    int64_t first_bad = -1;  // first non-finite index in the chunk, -1 if none
+    uint32_t max_key = 0;    // largest key >= cut seen (0 if none)
+  };
+  uint32_t cut = 0;
+  std::vector<Lane> lanes;
+  int64_t above = 0;  // totals over the lanes
+  int64_t ties = 0;
+  int64_t stored = 0;
+  bool above_complete = true;  // every element with key > cut is stored
+  bool ties_complete = true;   // every element with key == cut is stored
+  int64_t first_bad = -1;      // first non-finite index of the tensor, -1 if none
+  uint32_t max_key = 0;        // largest key of the tensor when count() > 0
+  double abs_sum = 0.0;        // sum of |x| over the tensor, when Gather was asked for it
+
+  int64_t count() const { return above + ties; }  // elements with key >= cut
+  // True when every element with key >= t is stored.
+  bool Holds(uint32_t t) const {
+    return above_complete && (t > cut || (t == cut && ties_complete));
+  }
+};
+
+// What Selector calls cost since ResetStats(): full reads of the input (the sample not counted)
+// and whether an exact fallback ran (top-k: the sample misled it; dgc, redsync: the threshold
+// search did not reach its band). For tests and benchmarks.
+struct SelectStats {
+  int full_passes = 0;
+  bool fallback = false;
+};
+
+// Counts elements >= t among a CandidateSet's stored elements for a bracketing search: after
+// Count(t), Raise() says every later threshold is >= t and Lower() that every later one is < t.
+// Counts are read-only vectorised scans; when a step makes at least half of the working set
+// irrelevant (never counted again, or always counted) that half is dropped, so a search costs a
+// few scans of the set, not a full pass over the tensor per step. The set must outlive the
+// counter's use and have above_complete && ties_complete; thresholds must be >= set.cut.
+class ThresholdCounter {
+ public:
+  void Reset(const CandidateSet& set);
+  int64_t Count(uint32_t t);  // exact count of elements with key >= t (t >= set.cut)
+  void Raise();               // after Count(t): later thresholds are >= t
+  void Lower();               // after Count(t): later thresholds are < t
+
+ private:
+  // Keeps the working elements with (key >= last_t_) == keep_at_least.
+  void Compact(bool keep_at_least);
+
+  const CandidateSet* set_ = nullptr;
+  bool in_set_ = true;         // the working set is set_'s lanes, else values_
+  std::vector<float> values_;  // the working set once compacted (signed values; keys by mask)
+  std::vector<float> other_;
+  int64_t size_ = 0;           // elements in the working set
+  int64_t removed_above_ = 0;  // elements dropped because every later threshold counts them
+  uint32_t last_t_ = 0;
+  int64_t last_in_set_ = 0;  // working elements >= last_t_
+};
+
+// The reusable engine behind the free functions and the compressors (scratch kept between
+// calls). Every method that reads the input runs on `pool` (may be nullptr).
+class Selector {
+ public:
+  static constexpr int64_t kSampleChunk = 64;
+
+  explicit Selector(ThreadPool* pool) : pool_(pool) {}
+
+  // Exact top-k (see the file comment); errors name `tensor_name`.
+  absl::Status TopK(absl::Span<const float> input, int64_t k, std::string_view tensor_name,
+                    std::vector<int32_t>* indices, std::vector<float>* values);
+  // Every element with key >= cut, ascending; errors name `tensor_name`.
+  absl::Status FilterAtLeast(absl::Span<const float> input, uint32_t cut,
+                             std::string_view tensor_name, std::vector<int32_t>* indices,
+                             std::vector<float>* values);
+
+  // Stride of the top-k sample for n elements (kSampleChunk elements at each multiple).
+  static int64_t TopKSampleStride(int64_t n);
+  // Keys of the elements at [j*stride, j*stride + chunk) for every j, in order, into *keys.
+  // Returns false if a sampled element is non-finite.
+  bool Sample(absl::Span<const float> input, int64_t stride, int64_t chunk,
+              std::vector<uint32_t>* keys);
+  // A cut key c such that, with high probability, a little more than `rank` elements of the
+  // n-element tensor have key >= c, from sample keys drawn from it (exact if the sample is all).
+  uint32_t EstimateCut(absl::Span<const uint32_t> sample, int64_t n, int64_t rank);
+  // The r-th largest (1-based, 1 <= r <= keys.size()) key; reorders nothing in `keys`.
+  uint32_t KthLargestKey(absl::Span<const uint32_t> keys, int64_t r);
+
+  // One parallel pass gathering the elements with key >= cut into *set (see CandidateSet).
+  // With sum_abs, also the sum of |x| (in an order independent of the pool size).
+  void Gather(absl::Span<const float> input, uint32_t cut, int64_t budget, int64_t tie_cap,
+              bool sum_abs, CandidateSet* set);
+  // Exact top-k of the tensor from a set that holds it: set.count() >= k, set.above_complete,
+  // and each lane stored min(its ties, k) ties at least.
+  void EmitTopK(const CandidateSet& set, int64_t k, std::vector<int32_t>* indices,
+                std::vector<float>* values);
+  // Every stored element with key >= t, ascending (all of the tensor's when set.Holds(t)).
+  // `count`, if >= 0, is their number (as a ThresholdCounter found it), saving a scan.
+  void EmitAtLeast(const CandidateSet& set, uint32_t t, std::vector<int32_t>* indices,
+                   std::vector<float>* values, int64_t count = -1);
+  // Full pass: number of elements with key >= t.
+  int64_t CountAtLeastKey(absl::Span<const float> input, uint32_t t);
+
+  const SelectStats& stats() const { return stats_; }
+  void ResetStats() { stats_ = SelectStats(); }
+  void MarkFallback() { stats_.fallback = true; }
+  ThreadPool* pool() const { return pool_; }
+
+ private:
+  // Exact k-th largest key of a finite input: two histogram passes.
+  uint32_t KthLargestKeyFull(absl::Span<const float> input, int64_t k);
+  void ParallelFor(int64_t n, int64_t grain, const ThreadPool::Body& body);
+  int lanes() const { return pool_ == nullptr ? 1 : pool_->size(); }
+
+  ThreadPool* pool_;
+  SelectStats stats_;
+  CandidateSet set_;
+  std::vector<uint32_t> sample_;
+  std::vector<uint32_t> scratch_;
+  std::vector<uint32_t> histogram_;
+  std::vector<double> block_sums_;
+};
+
+}  // namespace gravac::kernels::cpu
+
+#endif  // GRAVAC_KERNELS_CPU_SELECT_H_
