@@ -1,0 +1,146 @@
+// GravacPolicy: the GraVAC policy engine. Per-step statistics in, compression decisions out.
+//
+// The engine is pure and deterministic: no clocks, I/O, threads or randomness. Two engines built
+// from the same PolicyConfig and fed the same StepStats sequence return identical Decisions. The
+// controller feeds it statistics already combined across nodes (norms summed, the slowest rank's
+// time), so every rank is governed by the same numbers.
+//
+// Observe(stats), for one step s, in this order (GRAVAC.md; choices the spec leaves open marked *):
+//  1. Validation. InvalidArgument, leaving the engine unchanged, for a step not greater than the
+//     last observed one (duplicate or out of order), a non-finite or negative norm, a step time
+//     that is not finite and > 0, samples <= 0, or a θ outside {1} ∪ [θ_min, θ_max]. *Gaps in the
+//     step index are allowed; periods and warm-up count observed steps, not indices.
+//  2. Trackers. N_g and N_min always enter their trackers. *N_c enters the candidate tracker only
+//     if stats.theta_candidate equals the engine's current θ_c: the candidate gain comes from the
+//     candidate's own compression, never from θ_min tensors or a previous candidate's (daemons
+//     adopt decisions late, so a few steps after a change still carry the old candidate).
+//  3. Gains: gain_min = T(N_min)/T(N_g), gain_c = T(N_c)/T(N_g), ratios of smoothed values (they
+//     may exceed 1). A gain is defined once both its trackers are full and T(N_g) > 0; otherwise
+//     it reads 0.
+//  4. CT[θ_used] += throughput × gain_used, throughput = samples / step_seconds. Dense (θ = 1)
+//     always adds with gain 1. *A compressed θ adds only while its gain is defined: θ_min with
+//     gain_min, the current θ_c with gain_c; steps at any other θ (a stale candidate) and steps
+//     before the trackers fill add nothing, so no mean is diluted by undefined gains.
+//  5. Search, while searching, after every T_eval-th observed step (period p covers observations
+//     (p−1)·T_eval+1 .. p·T_eval; the first period, with θ_c = θ_min, includes the warm-up):
+//       - θ_c's period is complete. *"A full period" for θ: θ was the candidate for one whole
+//         period (it is rankable from then on, with the mean of all its CT samples).
+//       - Among rankable compressed θ take the two best means v1 >= v2 (θ1, θ2). If
+//         (v1 − v2)/v2 < ω the search stops with θ_c = max(θ1, θ2), the more compressed.
+//       - *Else, if θ_c is already θ_max (the θ_max period just ended: nothing is left to try),
+//         the search stops with θ_c = θ1, the best measured θ (θ_min if nothing was measured).
+//       - Else θ_c = min(next(θ_c), θ_max) (geometric θ·s or exponential θ·θ_min).
+//       - Whenever θ_c changes, the candidate tracker restarts empty. *If the stop keeps the
+//         current θ_c, its tracker is kept (it already holds that θ's norms).
+//  6. Per-step choice for the coming steps:
+//       warm-up (fewer than W observed steps) or a tracker not full  → θ_min
+//       gain_c >= ε → θ_c;   gain_min >= ε → θ_min;   else dense (θ = 1).
+//     *After the search stops θ_c stays fixed, its tracker keeps filling from the candidate
+//     norms, and ε still guards every step: it falls back to θ_min or dense when gain_c drops.
+//     While θ_c = θ_min the decision is θ_min (compressed and sent), never "send nothing".
+//  7. The Decision's epoch increments, with first_step = s + 1, whenever any of theta,
+//     theta_candidate, searching or phase differs from the current decision. gain_min and gain_c
+//     are refreshed every step and do not by themselves start a new epoch.
+//
+// Thread-safety: not thread-safe; the owner serialises calls (the controller runs it on one
+// strand). The object is movable.
+#ifndef GRAVAC_CONTROLLER_POLICY_GRAVAC_POLICY_H_
+#define GRAVAC_CONTROLLER_POLICY_GRAVAC_POLICY_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "controller/policy/policy_config.h"
+#include "controller/policy/scaling_policy.h"
+#include "controller/policy/throughput_table.h"
+#include "controller/policy/window_tracker.h"
+
+namespace gravac::policy {
+
+// One training step, already combined across all nodes.
+struct StepStats {
+  int64_t step = 0;               // >= 0, strictly increasing across calls
+  double theta_used = 10.0;       // the CF this step was sent with; 1 = dense
+  double theta_candidate = 10.0;  // the θ_c that N_c was computed at
+  double n_g = 0.0;               // norm sum of the raw gradient (NormMode)
+  double n_min = 0.0;             // the same over C(g + e) at θ_min
+  double n_c = 0.0;               // the same over C(g + e) at theta_candidate
+  double step_seconds = 0.0;      // the slowest rank's time for the step
+  int64_t samples = 0;            // samples processed by the whole job in the step
+};
+
+enum class Phase { kWarmup, kSearching, kDone };
+std::string_view PhaseName(Phase phase);  // "warmup" / "searching" / "done"
+
+struct Decision {
+  int64_t epoch = 0;              // increments whenever the decision changes
+  int64_t first_step = 0;         // first step this epoch applies to
+  double theta = 10.0;            // CF for the coming steps; 1 = dense
+  double theta_candidate = 10.0;  // θ_c; daemons compute N_c at it
+  bool searching = true;
+  Phase phase = Phase::kWarmup;
+  double gain_min = 0.0;  // at the last observed step; 0 while undefined
+  double gain_c = 0.0;
+
+  bool operator==(const Decision&) const = default;
+  // The fields that define an epoch (everything but the gains and epoch bookkeeping).
+  bool SameChoice(const Decision& other) const;
+  std::string DebugString() const;
+};
+
+// One entry of the θ_c trajectory: θ_c became `theta` from step `first_step` on.
+struct CandidateChange {
+  int64_t first_step = 0;
+  double theta = 0.0;
+  bool operator==(const CandidateChange&) const = default;
+};
+
+class GravacPolicy {
+ public:
+  // InvalidArgument when config.Validate() fails.
+  static absl::StatusOr<GravacPolicy> Create(PolicyConfig config);
+
+  // Processes one step (see the file comment) and returns the decision now in force.
+  absl::StatusOr<Decision> Observe(const StepStats& stats);
+
+  // The decision in force: before any Observe, epoch 0 with θ = θ_c = θ_min in warm-up.
+  const Decision& current() const { return current_; }
+  const PolicyConfig& config() const { return config_; }
+  const ThroughputTable& throughput_table() const { return table_; }
+  // θ_c over time, starting with θ_min at the first observed step; empty before any Observe.
+  const std::vector<CandidateChange>& candidate_history() const { return history_; }
+  int64_t observed_steps() const { return observed_; }
+  // Last observed step index; -1 before any Observe.
+  int64_t last_step() const { return last_step_; }
+
+ private:
+  explicit GravacPolicy(PolicyConfig config);
+
+  absl::Status CheckStats(const StepStats& stats) const;
+  bool InRange(double theta) const;
+  void RecordThroughput(const StepStats& stats, std::optional<double> gain_min,
+                        std::optional<double> gain_c);
+  void EndPeriod(int64_t next_step);
+  double Choose(std::optional<double> gain_min, std::optional<double> gain_c) const;
+
+  PolicyConfig config_;
+  WindowTracker norm_g_;
+  WindowTracker norm_min_;
+  WindowTracker norm_c_;
+  ThroughputTable table_;
+  std::vector<CandidateChange> history_;
+  Decision current_;
+  double theta_c_;
+  bool searching_ = true;
+  int64_t observed_ = 0;
+  int64_t last_step_ = -1;
+};
+
+}  // namespace gravac::policy
+
+#endif  // GRAVAC_CONTROLLER_POLICY_GRAVAC_POLICY_H_

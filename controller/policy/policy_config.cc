@@ -1,0 +1,56 @@
+#include "controller/policy/policy_config.h"
+
+#include <cmath>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "controller/policy/window_tracker.h"
+
+namespace gravac::policy {
+
+std::string_view NormModeName(NormMode mode) {
+  switch (mode) {
+    case NormMode::kSumOfLayerL2:
+      return "sum_layer_l2";
+    case NormMode::kGlobalSquaredL2:
+      return "global_squared_l2";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<NormMode> ParseNormMode(std::string_view name) {
+  if (name == "sum_layer_l2") return NormMode::kSumOfLayerL2;
+  if (name == "global_squared_l2") return NormMode::kGlobalSquaredL2;
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "norm mode \"%s\" is not one of: sum_layer_l2, global_squared_l2", std::string(name)));
+}
+
+absl::Status PolicyConfig::Validate() const {
+  if (absl::Status s = ValidateScaling(scaling_params()); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("policy config: ", s.message()));
+  }
+  if (!std::isfinite(epsilon) || epsilon <= 0.0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("policy config: epsilon = %g, must be finite and > 0", epsilon));
+  }
+  if (!std::isfinite(omega) || omega <= 0.0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("policy config: omega = %g, must be finite and > 0", omega));
+  }
+  if (absl::Status s = WindowTracker::ValidateParams(window, alpha); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("policy config: ", s.message()));
+  }
+  if (eval_steps <= window) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "policy config: eval_steps (T_eval) = %d, must be > window (W = %d): a new candidate "
+        "needs W steps to fill its tracker before it can be used",
+        eval_steps, window));
+  }
+  if (norm_mode != NormMode::kSumOfLayerL2 && norm_mode != NormMode::kGlobalSquaredL2) {
+    return absl::InvalidArgumentError("policy config: unknown norm_mode");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace gravac::policy

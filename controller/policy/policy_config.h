@@ -1,0 +1,55 @@
+// PolicyConfig: the parameters of the GraVAC policy engine (GRAVAC.md, "Parameters"), with the
+// reference defaults, and their validation.
+//
+// Validate() returns InvalidArgument naming the first bad field and the rule it breaks:
+//   1 <= θ_min <= θ_max (finite); geometric s > 1; exponential needs θ_min > 1;
+//   ε > 0; ω > 0; W >= 1; 0 <= α < 1; T_eval > W.
+// T_eval must exceed W because a candidate's tracker restarts empty when the candidate changes and
+// the candidate can only be used once that tracker holds W samples: with T_eval <= W no candidate
+// would ever be measured.
+//
+// norm_mode says what the statistics producers put in N_g, N_min and N_c; the engine treats both
+// modes alike (gain = ratio of the smoothed sums). In kGlobalSquaredL2 the gain is an energy ratio,
+// the square of a norm ratio, so a comparable ε is the square of the kSumOfLayerL2 one. Both modes
+// are sums and so combine across nodes by addition.
+//
+// Thread-safety: a plain value type.
+#ifndef GRAVAC_CONTROLLER_POLICY_POLICY_CONFIG_H_
+#define GRAVAC_CONTROLLER_POLICY_POLICY_CONFIG_H_
+
+#include <cstdint>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "controller/policy/scaling_policy.h"
+
+namespace gravac::policy {
+
+enum class NormMode {
+  kSumOfLayerL2,     // Σ_layers ‖g_l‖₂ (as the reference)
+  kGlobalSquaredL2,  // Σ_layers ‖g_l‖₂² = ‖g‖₂² of the whole gradient
+};
+
+std::string_view NormModeName(NormMode mode);  // "sum_layer_l2" / "global_squared_l2"
+absl::StatusOr<NormMode> ParseNormMode(std::string_view name);
+
+struct PolicyConfig {
+  double theta_min = 10.0;     // least compression: warm-up, fallback, first candidate
+  double theta_max = 10000.0;  // most compression the search may reach
+  ScalingKind scaling = ScalingKind::kGeometric;
+  double scaling_factor = 2.0;  // s, geometric only
+  double epsilon = 0.75;        // ε: least acceptable compression gain
+  double omega = 0.05;          // ω: the search stops when the two best CT means differ by less
+  int window = 25;              // W: tracker window and warm-up length, in steps
+  double alpha = 0.05;          // α: tracker smoothing
+  int64_t eval_steps = 500;     // T_eval: steps per candidate (the reference: one epoch)
+  NormMode norm_mode = NormMode::kSumOfLayerL2;
+
+  absl::Status Validate() const;
+  ScalingParams scaling_params() const { return {scaling, scaling_factor, theta_min, theta_max}; }
+};
+
+}  // namespace gravac::policy
+
+#endif  // GRAVAC_CONTROLLER_POLICY_POLICY_CONFIG_H_

@@ -1,0 +1,366 @@
+// Per-step behaviour of GravacPolicy: validation, warm-up, the per-step choice in each branch,
+// epochs, candidate-norm attribution and determinism. The search itself is in search_test.cc.
+#include "controller/policy/gravac_policy.h"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <set>
+#include <vector>
+
+#include "core/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gravac::policy {
+namespace {
+
+using ::gravac::testing::IsOk;
+using ::gravac::testing::StatusIs;
+using ::testing::HasSubstr;
+
+constexpr double kDense = 1.0;
+
+// W = 4, T_eval = 20: the first boundary (θ_c 10 → 20) is after observation 20 (step 19); the
+// new candidate's tracker is full again after observation 24 (step 23).
+PolicyConfig SmallConfig(double alpha = 0.05) {
+  PolicyConfig c;
+  c.window = 4;
+  c.alpha = alpha;
+  c.eval_steps = 20;
+  return c;
+}
+
+// Feeds steps 0, 1, 2, ... whose θ_used and θ_c follow the engine's current decision, with
+// N_g = 4 and the given gains for N_min and N_c.
+class Driver {
+ public:
+  explicit Driver(PolicyConfig config) : policy_(GravacPolicy::Create(config).value()) {}
+
+  absl::StatusOr<Decision> Step(double gain_min, double gain_c, double seconds = 0.5) {
+    StepStats s;
+    s.step = next_step_++;
+    s.theta_used = policy_.current().theta;
+    s.theta_candidate = policy_.current().theta_candidate;
+    s.n_g = 4.0;
+    s.n_min = 4.0 * gain_min;
+    s.n_c = 4.0 * gain_c;
+    s.step_seconds = seconds;
+    s.samples = 64;
+    return policy_.Observe(s);
+  }
+  Decision StepOk(double gain_min, double gain_c) {
+    absl::StatusOr<Decision> d = Step(gain_min, gain_c);
+    EXPECT_THAT(d, IsOk());
+    return d.ok() ? *d : Decision{};
+  }
+  GravacPolicy& policy() { return policy_; }
+  int64_t next_step() const { return next_step_; }
+
+ private:
+  GravacPolicy policy_;
+  int64_t next_step_ = 0;
+};
+
+StepStats ValidStats(int64_t step) {
+  StepStats s;
+  s.step = step;
+  s.theta_used = 10.0;
+  s.theta_candidate = 10.0;
+  s.n_g = 4.0;
+  s.n_min = 3.6;
+  s.n_c = 3.6;
+  s.step_seconds = 0.25;
+  s.samples = 256;
+  return s;
+}
+
+TEST(GravacPolicyTest, CreateRejectsBadConfig) {
+  PolicyConfig c;
+  c.epsilon = -1.0;
+  EXPECT_THAT(GravacPolicy::Create(c),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("epsilon")));
+}
+
+TEST(GravacPolicyTest, InitialDecisionIsThetaMinWarmup) {
+  ASSERT_OK_AND_ASSIGN(GravacPolicy p, GravacPolicy::Create(PolicyConfig{}));
+  const Decision& d = p.current();
+  EXPECT_EQ(d.epoch, 0);
+  EXPECT_EQ(d.first_step, 0);
+  EXPECT_EQ(d.theta, 10.0);
+  EXPECT_EQ(d.theta_candidate, 10.0);
+  EXPECT_TRUE(d.searching);
+  EXPECT_EQ(d.phase, Phase::kWarmup);
+  EXPECT_TRUE(p.candidate_history().empty());
+  EXPECT_EQ(p.last_step(), -1);
+}
+
+TEST(GravacPolicyTest, RejectsBadStatsAndKeepsState) {
+  ASSERT_OK_AND_ASSIGN(GravacPolicy p, GravacPolicy::Create(SmallConfig()));
+  ASSERT_THAT(p.Observe(ValidStats(5)), IsOk());
+  const Decision before = p.current();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  struct Bad {
+    StepStats stats;
+    const char* message;
+  };
+  std::vector<Bad> bad;
+  auto with = [](auto mutate) {
+    StepStats s = ValidStats(6);
+    mutate(s);
+    return s;
+  };
+  bad.push_back({ValidStats(5), "duplicate or out of order"});
+  bad.push_back({ValidStats(4), "duplicate or out of order"});
+  bad.push_back({with([](StepStats& s) { s.step = -1; }), "duplicate or out of order"});
+  bad.push_back({with([&](StepStats& s) { s.n_g = nan; }), "n_g = nan"});
+  bad.push_back({with([](StepStats& s) { s.n_min = -1.0; }), "n_min = -1"});
+  bad.push_back({with([&](StepStats& s) { s.n_c = inf; }), "n_c = inf"});
+  bad.push_back({with([](StepStats& s) { s.step_seconds = 0.0; }), "step_seconds = 0"});
+  bad.push_back({with([&](StepStats& s) { s.step_seconds = inf; }), "step_seconds = inf"});
+  bad.push_back({with([](StepStats& s) { s.samples = 0; }), "samples = 0"});
+  bad.push_back({with([](StepStats& s) { s.theta_used = 0.5; }), "theta_used = 0.5"});
+  bad.push_back({with([](StepStats& s) { s.theta_used = 5.0; }), "theta_used = 5"});
+  bad.push_back({with([](StepStats& s) { s.theta_used = 20000.0; }), "theta_used = 20000"});
+  bad.push_back({with([&](StepStats& s) { s.theta_used = nan; }), "theta_used = nan"});
+  bad.push_back({with([](StepStats& s) { s.theta_candidate = 1.0; }), "theta_candidate = 1"});
+  bad.push_back(
+      {with([](StepStats& s) { s.theta_candidate = 20000.0; }), "theta_candidate = 20000"});
+  for (const Bad& b : bad) {
+    SCOPED_TRACE(b.message);
+    EXPECT_THAT(p.Observe(b.stats),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(b.message)));
+    EXPECT_EQ(p.current(), before);
+    EXPECT_EQ(p.observed_steps(), 1);
+    EXPECT_EQ(p.last_step(), 5);
+  }
+  // The messages name the step.
+  EXPECT_THAT(p.Observe(with([](StepStats& s) { s.samples = -3; })),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("step 6")));
+  // Gaps in the step index are accepted; dense is a valid θ_used.
+  StepStats dense = ValidStats(9);
+  dense.theta_used = kDense;
+  EXPECT_THAT(p.Observe(dense), IsOk());
+  EXPECT_EQ(p.observed_steps(), 2);
+  EXPECT_EQ(p.last_step(), 9);
+}
+
+TEST(GravacPolicyTest, WarmupUsesThetaMinUntilWSteps) {
+  Driver drv(SmallConfig());
+  for (int i = 0; i < 3; ++i) {
+    const Decision d = drv.StepOk(0.1, 0.1);  // gains that would mean dense once measured
+    EXPECT_EQ(d.theta, 10.0);
+    EXPECT_EQ(d.phase, Phase::kWarmup);
+    EXPECT_EQ(d.gain_min, 0.0);  // undefined until the trackers are full
+    EXPECT_EQ(d.epoch, 0);
+  }
+  const Decision d = drv.StepOk(0.1, 0.1);  // the W-th step: trackers full
+  EXPECT_EQ(d.phase, Phase::kSearching);
+  EXPECT_NEAR(d.gain_min, 0.1, 1e-12);
+  EXPECT_EQ(d.theta, kDense);
+  EXPECT_EQ(d.epoch, 1);
+  EXPECT_EQ(d.first_step, 4);
+}
+
+// Reference bug: while θ_c = θ_min after warm-up nothing was sent. The decision is θ_min.
+TEST(GravacPolicyTest, CandidateEqualToThetaMinIsSentAtThetaMin) {
+  Driver drv(SmallConfig());
+  Decision d;
+  for (int i = 0; i < 10; ++i) d = drv.StepOk(0.9, 0.9);
+  EXPECT_EQ(d.theta_candidate, 10.0);
+  EXPECT_EQ(d.theta, 10.0);
+  EXPECT_EQ(d.phase, Phase::kSearching);
+}
+
+// Runs a fresh engine through the first boundary with constant gains, up to and including the
+// step where the new candidate's tracker becomes full; returns the decisions of steps 19..23.
+std::vector<Decision> ThroughFirstBoundary(Driver& drv, double gain_min, double gain_c) {
+  std::vector<Decision> out;
+  for (int i = 0; i < 24; ++i) {
+    const Decision d = drv.StepOk(gain_min, gain_c);
+    if (i >= 19) out.push_back(d);
+  }
+  return out;
+}
+
+TEST(GravacPolicyTest, NewCandidateWaitsForItsTrackerThenWins) {
+  Driver drv(SmallConfig());
+  const std::vector<Decision> d = ThroughFirstBoundary(drv, 0.9, 0.8);
+  // Step 19 ends the first period: θ_c doubles, its tracker restarts, θ_min meanwhile.
+  EXPECT_EQ(d[0].theta_candidate, 20.0);
+  EXPECT_EQ(d[0].theta, 10.0);
+  EXPECT_EQ(d[0].first_step, 20);
+  EXPECT_EQ(d[0].gain_c, 0.0);
+  for (int i = 1; i <= 3; ++i) EXPECT_EQ(d[i].theta, 10.0) << "step " << 19 + i;
+  // Step 23: 4 candidate samples (steps 20..23): gain_c = 0.8 >= ε.
+  EXPECT_EQ(d[4].theta, 20.0);
+  EXPECT_NEAR(d[4].gain_c, 0.8, 1e-12);
+  EXPECT_EQ(d[4].first_step, 24);
+  EXPECT_EQ(d[4].epoch, d[3].epoch + 1);
+}
+
+// Reference bug: the candidate's gain came from the θ_min tensors. Here θ_min keeps nearly all of
+// the gradient but the candidate does not: the candidate must not be chosen.
+TEST(GravacPolicyTest, CandidateGainComesFromCandidateNorms) {
+  Driver drv(SmallConfig());
+  const Decision d = ThroughFirstBoundary(drv, 0.95, 0.5).back();
+  EXPECT_NEAR(d.gain_min, 0.95, 1e-12);
+  EXPECT_NEAR(d.gain_c, 0.5, 1e-12);
+  EXPECT_EQ(d.theta_candidate, 20.0);
+  EXPECT_EQ(d.theta, 10.0);
+}
+
+TEST(GravacPolicyTest, CandidateCanWinWhenThetaMinWouldNot) {
+  // Error feedback can make the candidate's gain exceed θ_min's (and even 1).
+  Driver drv(SmallConfig());
+  const Decision d = ThroughFirstBoundary(drv, 0.5, 1.2).back();
+  EXPECT_NEAR(d.gain_c, 1.2, 1e-12);
+  EXPECT_EQ(d.theta, 20.0);
+}
+
+TEST(GravacPolicyTest, BothGainsLowMeansDense) {
+  Driver drv(SmallConfig());
+  const Decision d = ThroughFirstBoundary(drv, 0.5, 0.6).back();
+  EXPECT_EQ(d.theta, kDense);
+  EXPECT_EQ(d.theta_candidate, 20.0);
+}
+
+TEST(GravacPolicyTest, GainEqualToEpsilonIsAccepted) {
+  // α = 0 makes the window a plain mean, so 3/4 is exactly 0.75 = ε.
+  Driver at(SmallConfig(/*alpha=*/0.0));
+  EXPECT_EQ(ThroughFirstBoundary(at, 0.5, 0.75).back().theta, 20.0);
+  Driver below(SmallConfig(/*alpha=*/0.0));
+  EXPECT_EQ(ThroughFirstBoundary(below, 0.75, 0.5).back().theta, 10.0);
+}
+
+// Daemons adopt a decision late: steps after a candidate change still carry the old θ_c's N_c.
+// Those norms must not fill the new candidate's tracker.
+TEST(GravacPolicyTest, StaleCandidateNormsAreIgnored) {
+  ASSERT_OK_AND_ASSIGN(GravacPolicy p, GravacPolicy::Create(SmallConfig()));
+  int64_t step = 0;
+  auto feed = [&](double candidate, double n_c) {
+    StepStats s = ValidStats(step++);
+    s.theta_used = p.current().theta;
+    s.theta_candidate = candidate;
+    s.n_c = n_c;
+    return p.Observe(s);
+  };
+  for (int i = 0; i < 20; ++i) ASSERT_THAT(feed(10.0, 3.6), IsOk());
+  ASSERT_EQ(p.current().theta_candidate, 20.0);
+  // Ten late steps still at θ_c = 10, with an N_c that would look excellent.
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_OK_AND_ASSIGN(Decision d, feed(10.0, 4.0));
+    EXPECT_EQ(d.theta, 10.0);
+    EXPECT_EQ(d.gain_c, 0.0);
+  }
+  // The candidate's own norms (gain 0.8): chosen exactly when 4 of them are in.
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_OK_AND_ASSIGN(Decision d, feed(20.0, 3.2));
+    EXPECT_EQ(d.theta, 10.0);
+  }
+  ASSERT_OK_AND_ASSIGN(Decision d, feed(20.0, 3.2));
+  EXPECT_EQ(d.theta, 20.0);
+  EXPECT_NEAR(d.gain_c, 0.8, 1e-12);
+}
+
+TEST(GravacPolicyTest, GainsDoNotStartEpochsChoicesDo) {
+  Driver drv(SmallConfig());
+  for (int i = 0; i < 4; ++i) drv.StepOk(0.9, 0.9);
+  const Decision first = drv.policy().current();
+  ASSERT_EQ(first.epoch, 1);
+  // Different gains, same choice (θ_min): same epoch, gains refreshed.
+  for (double g : {0.95, 0.85, 0.99}) {
+    const Decision d = drv.StepOk(g, g);
+    EXPECT_EQ(d.epoch, 1);
+    EXPECT_EQ(d.first_step, first.first_step);
+    EXPECT_TRUE(d.SameChoice(first));
+  }
+  EXPECT_NE(drv.policy().current().gain_min, first.gain_min);
+  // Gains collapse: dense becomes the choice at some step, with a new epoch starting after it.
+  Decision d;
+  for (int i = 0; i < 40 && d.theta != kDense; ++i) d = drv.StepOk(0.05, 0.05);
+  ASSERT_EQ(d.theta, kDense);
+  EXPECT_EQ(d.epoch, 2);
+  EXPECT_EQ(d.first_step, drv.next_step());
+}
+
+TEST(GravacPolicyTest, ZeroGradientNormLeavesGainsUndefined) {
+  ASSERT_OK_AND_ASSIGN(GravacPolicy p, GravacPolicy::Create(SmallConfig()));
+  Decision d;
+  for (int i = 0; i < 6; ++i) {
+    StepStats s = ValidStats(i);
+    s.n_g = 0.0;
+    s.n_min = 0.0;
+    s.n_c = 0.0;
+    ASSERT_OK_AND_ASSIGN(d, p.Observe(s));
+  }
+  EXPECT_EQ(d.gain_min, 0.0);
+  EXPECT_EQ(d.theta, kDense);  // nothing measurable: the safe collective
+  // No CT sample was recorded for θ_min with an undefined gain.
+  EXPECT_EQ(p.throughput_table().Find(10.0), nullptr);
+}
+
+// A small deterministic generator, so the stream is varied but reproducible.
+class Lcg {
+ public:
+  explicit Lcg(uint64_t seed) : state_(seed) {}
+  double Uniform() {  // [0, 1)
+    state_ = state_ * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<double>(state_ >> 11) / static_cast<double>(1ULL << 53);
+  }
+
+ private:
+  uint64_t state_;
+};
+
+std::vector<Decision> RunNoisyStream(GravacPolicy& p, uint64_t seed, int steps) {
+  Lcg rng(seed);
+  std::vector<Decision> out;
+  for (int i = 0; i < steps; ++i) {
+    StepStats s;
+    s.step = i;
+    s.theta_used = p.current().theta;
+    s.theta_candidate = p.current().theta_candidate;
+    s.n_g = 50.0 + 10.0 * rng.Uniform();
+    // Gains wander across ε so every branch of the choice is taken.
+    s.n_min = s.n_g * (0.55 + 0.5 * rng.Uniform());
+    s.n_c = s.n_g * (0.45 + 0.5 * rng.Uniform() - 0.02 * std::log2(s.theta_candidate / 10.0));
+    s.step_seconds = 0.1 + 1.0 / s.theta_used + 0.05 * rng.Uniform();
+    s.samples = 256;
+    absl::StatusOr<Decision> d = p.Observe(s);
+    EXPECT_THAT(d, IsOk());
+    if (d.ok()) out.push_back(*d);
+  }
+  return out;
+}
+
+TEST(GravacPolicyTest, DeterministicForTheSameStatistics) {
+  PolicyConfig c = SmallConfig();
+  c.window = 5;
+  c.eval_steps = 30;
+  c.theta_max = 640;
+  ASSERT_OK_AND_ASSIGN(GravacPolicy a, GravacPolicy::Create(c));
+  ASSERT_OK_AND_ASSIGN(GravacPolicy b, GravacPolicy::Create(c));
+  const std::vector<Decision> da = RunNoisyStream(a, 42, 600);
+  const std::vector<Decision> db = RunNoisyStream(b, 42, 600);
+  EXPECT_EQ(da, db);
+  EXPECT_EQ(a.candidate_history(), b.candidate_history());
+  ASSERT_EQ(a.throughput_table().entries().size(), b.throughput_table().entries().size());
+  for (const auto& [theta, e] : a.throughput_table().entries()) {
+    const ThroughputTable::Entry* f = b.throughput_table().Find(theta);
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(e.sum, f->sum);
+    EXPECT_EQ(e.samples, f->samples);
+  }
+  // The stream is not trivial: dense, θ_min and a larger candidate were all chosen.
+  std::set<double> chosen;
+  for (const Decision& d : da) chosen.insert(d.theta);
+  EXPECT_TRUE(chosen.count(kDense));
+  EXPECT_TRUE(chosen.count(10.0));
+  EXPECT_GE(chosen.size(), 3u);
+  EXPECT_GE(a.candidate_history().size(), 2u);
+}
+
+}  // namespace
+}  // namespace gravac::policy
