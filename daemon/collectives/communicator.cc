@@ -1,0 +1,340 @@
+#include "daemon/collectives/communicator.h"
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "core/status.h"
+
+namespace gravac::collectives {
+namespace {
+
+using transport::Request;
+
+// Longest single Wait before the loop re-tests every outstanding request.
+constexpr absl::Duration kWaitSlice = absl::Milliseconds(2);
+constexpr int kMaxWorldSize = 1 << 14;  // 2(p-1) steps must fit the 16-bit step field of a tag
+
+size_t NumChunks(size_t bytes, size_t chunk) { return (bytes + chunk - 1) / chunk; }
+
+}  // namespace
+
+// One ring step: send_bytes from `send` to send_peer and recv_bytes from recv_peer into `recv`
+// (with `reduce`, each chunk lands in scratch and is added into `recv`), chunked and windowed.
+struct Communicator::Transfer {
+  int send_peer = -1;  // -1: nothing to send
+  const uint8_t* send = nullptr;
+  size_t send_bytes = 0;
+  int recv_peer = -1;  // -1: nothing to receive
+  uint8_t* recv = nullptr;
+  size_t recv_bytes = 0;
+  bool reduce = false;
+  DataType type = DataType::kFloat32;
+  bool forward = false;  // send chunk k only once chunk k was received (broadcast relay)
+  int step = 0;
+};
+
+Communicator::Communicator(int rank, std::vector<std::unique_ptr<transport::Endpoint>> peers,
+                           const CommunicatorOptions& options)
+    : rank_(rank), peers_(std::move(peers)), options_(options) {
+  options_.chunk_bytes = std::max<size_t>(4, options_.chunk_bytes & ~size_t{3});
+  options_.max_inflight_chunks = std::max(1, options_.max_inflight_chunks);
+}
+
+Communicator::~Communicator() = default;
+
+absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
+    int rank, std::vector<std::unique_ptr<transport::Endpoint>> peers,
+    const CommunicatorOptions& options) {
+  const int p = static_cast<int>(peers.size());
+  if (p < 1 || p > kMaxWorldSize || rank < 0 || rank >= p) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "communicator: rank %d in a world of %d (1..%d ranks)", rank, p, kMaxWorldSize));
+  }
+  for (int r = 0; r < p; ++r) {
+    const bool want = r != rank;
+    if ((peers[r] != nullptr) != want || (want && peers[r]->peer_rank() != r)) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("communicator: rank %d: peers[%d] must be %s", rank, r,
+                          want ? "the endpoint to that rank" : "null (this rank)"));
+    }
+  }
+  return std::unique_ptr<Communicator>(new Communicator(rank, std::move(peers), options));
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Connect(
+    transport::Transport& transport, absl::Span<const std::string> addresses,
+    const CommunicatorOptions& options) {
+  const int p = transport.world_size();
+  if (static_cast<int>(addresses.size()) != p) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("communicator: rank %d: %d addresses for a world of %d", transport.rank(),
+                        addresses.size(), p));
+  }
+  std::vector<std::unique_ptr<transport::Endpoint>> peers(p);
+  for (int r = 0; r < p; ++r) {
+    if (r == transport.rank()) continue;
+    ASSIGN_OR_RETURN(peers[r], transport.Connect(r, addresses[r]));
+  }
+  return Create(transport.rank(), std::move(peers), options);
+}
+
+absl::Status Communicator::Begin(const char* collective) {
+  collective_ = collective;
+  seq_ = next_seq_++ & 0xffffffffu;
+  if (!abort_status_.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("rank %d: %s: communicator aborted by an earlier error: %s", rank_,
+                        collective, abort_status_.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Communicator::Finish(absl::Status status) {
+  if (!status.ok() && abort_status_.ok()) {
+    abort_status_ = status;
+    for (auto& peer : peers_) {
+      if (peer != nullptr) peer->Close();
+    }
+  }
+  return status;
+}
+
+absl::Status Communicator::RunTransfer(const Transfer& t) {
+  const size_t chunk = options_.chunk_bytes;
+  const size_t window = static_cast<size_t>(options_.max_inflight_chunks);
+  const size_t num_send = t.send_peer < 0 ? 0 : NumChunks(t.send_bytes, chunk);
+  const size_t num_recv = t.recv_peer < 0 ? 0 : NumChunks(t.recv_bytes, chunk);
+  if (t.reduce && scratch_.size() < window * chunk) scratch_.resize(window * chunk);
+  const uint64_t tag = Tag(t.step);
+  auto peer_error = [&](int peer, const absl::Status& s) {
+    return absl::Status(s.code(), absl::StrFormat("rank %d: %s: peer rank %d: %s", rank_,
+                                                  collective_, peer, s.message()));
+  };
+
+  std::deque<std::unique_ptr<Request>> sends, recvs;
+  size_t posted_send = 0, done_send = 0, posted_recv = 0, done_recv = 0;
+  absl::Time last_progress = absl::Now();
+  while (done_send < num_send || done_recv < num_recv) {
+    for (; posted_recv < num_recv && posted_recv - done_recv < window; ++posted_recv) {
+      const size_t offset = posted_recv * chunk;
+      uint8_t* dst = t.reduce ? scratch_.data() + (posted_recv % window) * chunk : t.recv + offset;
+      auto request = peers_[t.recv_peer]->Irecv(dst, std::min(chunk, t.recv_bytes - offset), tag);
+      if (!request.ok()) return peer_error(t.recv_peer, request.status());
+      recvs.push_back(*std::move(request));
+    }
+    for (; posted_send < num_send && posted_send - done_send < window &&
+           (!t.forward || posted_send < done_recv);
+         ++posted_send) {
+      const size_t offset = posted_send * chunk;
+      auto request =
+          peers_[t.send_peer]->Isend(t.send + offset, std::min(chunk, t.send_bytes - offset), tag);
+      if (!request.ok()) return peer_error(t.send_peer, request.status());
+      sends.push_back(*std::move(request));
+    }
+
+    bool progressed = false;
+    while (!recvs.empty()) {
+      absl::StatusOr<bool> done = recvs.front()->Test();
+      if (!done.ok()) return peer_error(t.recv_peer, done.status());
+      if (!*done) break;
+      if (t.reduce) {
+        const size_t offset = done_recv * chunk;
+        const size_t len = std::min(chunk, t.recv_bytes - offset);
+        ReduceSumInto(t.type, t.recv + offset, scratch_.data() + (done_recv % window) * chunk,
+                      len / DataTypeSize(t.type));
+      }
+      recvs.pop_front();
+      ++done_recv;
+      progressed = true;
+    }
+    while (!sends.empty()) {
+      absl::StatusOr<bool> done = sends.front()->Test();
+      if (!done.ok()) return peer_error(t.send_peer, done.status());
+      if (!*done) break;
+      sends.pop_front();
+      ++done_send;
+      progressed = true;
+    }
+    if (progressed) {
+      last_progress = absl::Now();
+      continue;
+    }
+
+    const bool on_recv = !recvs.empty();
+    if (!on_recv && sends.empty()) {
+      return absl::InternalError(
+          absl::StrFormat("rank %d: %s: transfer stalled with nothing "
+                          "posted",
+                          rank_, collective_));
+    }
+    const int peer = on_recv ? t.recv_peer : t.send_peer;
+    const absl::Time now = absl::Now();
+    const absl::Time deadline = last_progress + options_.op_timeout;
+    if (now >= deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrFormat("rank %d: %s: no progress from peer rank %d within %s", rank_,
+                          collective_, peer, absl::FormatDuration(options_.op_timeout)));
+    }
+    Request& head = on_recv ? *recvs.front() : *sends.front();
+    absl::Status waited = head.Wait(std::min(deadline - now, kWaitSlice));
+    if (!waited.ok() && !absl::IsDeadlineExceeded(waited)) return peer_error(peer, waited);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Communicator::Allreduce(const void* in, void* out, size_t count, DataType type,
+                                     ReduceOp op) {
+  RETURN_IF_ERROR(Begin("allreduce"));
+  const size_t bytes = count * DataTypeSize(type);
+  if (count > 0 && (in == nullptr || out == nullptr)) {
+    return Finish(absl::InvalidArgumentError(
+        absl::StrFormat("rank %d: allreduce: null buffer for %d elements", rank_, count)));
+  }
+  const auto* src = static_cast<const uint8_t*>(in);
+  auto* dst = static_cast<uint8_t*>(out);
+  if (src != dst && src < dst + bytes && dst < src + bytes) {
+    return Finish(absl::InvalidArgumentError(
+        absl::StrFormat("rank %d: allreduce: input and output overlap partially", rank_)));
+  }
+  if (src != dst && bytes > 0) std::memcpy(dst, src, bytes);
+  return Finish(AllreduceRing(dst, count, type, op));
+}
+
+absl::Status Communicator::AllreduceRing(uint8_t* out, size_t count, DataType type, ReduceOp op) {
+  const int p = size();
+  if (p == 1 || count == 0) return absl::OkStatus();
+  const size_t elem = DataTypeSize(type);
+  const size_t base = count / p, extra = count % p;
+  auto seg_count = [&](int i) { return base + (static_cast<size_t>(i) < extra ? 1 : 0); };
+  auto seg_offset = [&](int i) { return (i * base + std::min<size_t>(i, extra)) * elem; };
+  const int left = (rank_ - 1 + p) % p, right = (rank_ + 1) % p;
+
+  for (int s = 0; s < p - 1; ++s) {  // reduce-scatter: rank r ends owning segment r+1
+    const int send_seg = (rank_ - s + p) % p, recv_seg = (rank_ - s - 1 + p) % p;
+    Transfer t{.send_peer = right,
+               .send = out + seg_offset(send_seg),
+               .send_bytes = seg_count(send_seg) * elem,
+               .recv_peer = left,
+               .recv = out + seg_offset(recv_seg),
+               .recv_bytes = seg_count(recv_seg) * elem,
+               .reduce = true,
+               .type = type,
+               .step = s};
+    RETURN_IF_ERROR(RunTransfer(t));
+  }
+  const int own = (rank_ + 1) % p;
+  if (op == ReduceOp::kAverage) DivideInPlace(type, out + seg_offset(own), seg_count(own), p);
+  for (int s = 0; s < p - 1; ++s) {  // allgather of the reduced segments
+    const int send_seg = (rank_ + 1 - s + p) % p, recv_seg = (rank_ - s + p) % p;
+    Transfer t{.send_peer = right,
+               .send = out + seg_offset(send_seg),
+               .send_bytes = seg_count(send_seg) * elem,
+               .recv_peer = left,
+               .recv = out + seg_offset(recv_seg),
+               .recv_bytes = seg_count(recv_seg) * elem,
+               .step = p - 1 + s};
+    RETURN_IF_ERROR(RunTransfer(t));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Communicator::Allgatherv(const void* send, void* recv,
+                                      absl::Span<const size_t> bytes_per_rank) {
+  RETURN_IF_ERROR(Begin("allgatherv"));
+  if (static_cast<int>(bytes_per_rank.size()) != size()) {
+    return Finish(absl::InvalidArgumentError(absl::StrFormat(
+        "rank %d: allgatherv: %d sizes for %d ranks", rank_, bytes_per_rank.size(), size())));
+  }
+  size_t total = 0;
+  for (size_t b : bytes_per_rank) total += b;
+  if ((bytes_per_rank[rank_] > 0 && send == nullptr) || (total > 0 && recv == nullptr)) {
+    return Finish(absl::InvalidArgumentError(
+        absl::StrFormat("rank %d: allgatherv: null buffer for %d bytes", rank_, total)));
+  }
+  return Finish(AllgathervRing(send, static_cast<uint8_t*>(recv), bytes_per_rank));
+}
+
+absl::Status Communicator::AllgathervRing(const void* send, uint8_t* recv,
+                                          absl::Span<const size_t> bytes_per_rank) {
+  const int p = size();
+  std::vector<size_t> offset(p + 1, 0);
+  for (int i = 0; i < p; ++i) offset[i + 1] = offset[i] + bytes_per_rank[i];
+  if (bytes_per_rank[rank_] > 0) std::memmove(recv + offset[rank_], send, bytes_per_rank[rank_]);
+  const int left = (rank_ - 1 + p) % p, right = (rank_ + 1) % p;
+  for (int s = 0; s < p - 1; ++s) {
+    const int send_block = (rank_ - s + p) % p, recv_block = (rank_ - s - 1 + p) % p;
+    Transfer t{.send_peer = right,
+               .send = recv + offset[send_block],
+               .send_bytes = bytes_per_rank[send_block],
+               .recv_peer = left,
+               .recv = recv + offset[recv_block],
+               .recv_bytes = bytes_per_rank[recv_block],
+               .step = s};
+    RETURN_IF_ERROR(RunTransfer(t));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Communicator::AllgathervAnySize(absl::Span<const uint8_t> send,
+                                             std::vector<uint8_t>* recv,
+                                             std::vector<size_t>* bytes_per_rank) {
+  const int p = size();
+  std::vector<uint64_t> sizes(p);
+  const uint64_t mine = send.size();
+  RETURN_IF_ERROR(Allgatherv(&mine, sizes.data(), std::vector<size_t>(p, sizeof(uint64_t))));
+  bytes_per_rank->assign(sizes.begin(), sizes.end());
+  size_t total = 0;
+  for (size_t b : *bytes_per_rank) total += b;
+  recv->resize(total);
+  return Allgatherv(send.data(), recv->data(), *bytes_per_rank);
+}
+
+absl::Status Communicator::Broadcast(void* data, size_t bytes, int root) {
+  RETURN_IF_ERROR(Begin("broadcast"));
+  if (root < 0 || root >= size() || (bytes > 0 && data == nullptr)) {
+    return Finish(absl::InvalidArgumentError(
+        absl::StrFormat("rank %d: broadcast: root %d of %d ranks, %d bytes at %p", rank_, root,
+                        size(), bytes, data)));
+  }
+  return Finish(BroadcastRing(static_cast<uint8_t*>(data), bytes, root));
+}
+
+absl::Status Communicator::BroadcastRing(uint8_t* data, size_t bytes, int root) {
+  const int p = size();
+  const int position = (rank_ - root + p) % p;  // 0 at the root, p-1 at the ring's end
+  Transfer t{.send_peer = position < p - 1 ? (rank_ + 1) % p : -1,
+             .send = data,
+             .send_bytes = bytes,
+             .recv_peer = position > 0 ? (rank_ - 1 + p) % p : -1,
+             .recv = data,
+             .recv_bytes = bytes,
+             .forward = position > 0,
+             .step = 0};
+  return RunTransfer(t);
+}
+
+absl::Status Communicator::Barrier() {
+  RETURN_IF_ERROR(Begin("barrier"));
+  return Finish(DisseminationBarrier());
+}
+
+absl::Status Communicator::DisseminationBarrier() {
+  const int p = size();
+  uint8_t out_token = 1, in_token = 0;
+  for (int distance = 1, step = 0; distance < p; distance *= 2, ++step) {
+    Transfer t{.send_peer = (rank_ + distance) % p,
+               .send = &out_token,
+               .send_bytes = 1,
+               .recv_peer = (rank_ - distance + p) % p,
+               .recv = &in_token,
+               .recv_bytes = 1,
+               .step = step};
+    RETURN_IF_ERROR(RunTransfer(t));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace gravac::collectives

@@ -1,0 +1,42 @@
+// Element types and the local reduction kernels the collectives apply to received chunks.
+//
+// fp16 (IEEE binary16) and bf16 are stored as uint16_t bit patterns. They are reduced in fp32:
+// each ReduceSumInto widens both operands, adds in fp32 and rounds the sum once to the storage
+// type (round to nearest, ties to even). A ring allreduce over p ranks therefore rounds p-1 times
+// on the way, so a 16-bit result may differ from the exactly rounded sum by up to about (p-1)/2
+// units in the last place; sums that are exactly representable (e.g. small integers) are exact.
+// DivideInPlace (used for the average) divides in fp32 and rounds once. fp32 sums use ordinary
+// float addition in ring order.
+//
+// Thread-safety: stateless functions.
+#ifndef GRAVAC_DAEMON_COLLECTIVES_REDUCE_H_
+#define GRAVAC_DAEMON_COLLECTIVES_REDUCE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace gravac::collectives {
+
+enum class DataType { kFloat32, kFloat16, kBFloat16 };
+enum class ReduceOp { kSum, kAverage };
+
+size_t DataTypeSize(DataType type);
+std::string_view DataTypeName(DataType type);
+std::string_view ReduceOpName(ReduceOp op);
+
+// Conversions, round to nearest even; NaN stays NaN (quiet), overflow becomes infinity.
+float HalfToFloat(uint16_t h);
+uint16_t FloatToHalf(float f);
+float BFloat16ToFloat(uint16_t b);
+uint16_t FloatToBFloat16(float f);
+
+// dst[i] = dst[i] + src[i] for i < count (count elements of `type`).
+void ReduceSumInto(DataType type, void* dst, const void* src, size_t count);
+
+// data[i] = data[i] / divisor for i < count.
+void DivideInPlace(DataType type, void* data, size_t count, int divisor);
+
+}  // namespace gravac::collectives
+
+#endif  // GRAVAC_DAEMON_COLLECTIVES_REDUCE_H_
