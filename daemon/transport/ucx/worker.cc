@@ -1,0 +1,138 @@
+#include "daemon/transport/ucx/worker.h"
+
+#include <cstdlib>
+#include <set>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "ucs/config/parser.h"
+
+namespace gravac::transport::ucx {
+
+absl::StatusCode UcsCode(ucs_status_t status) {
+  switch (status) {
+    case UCS_OK:
+      return absl::StatusCode::kOk;
+    case UCS_ERR_CONNECTION_RESET:
+    case UCS_ERR_UNREACHABLE:
+    case UCS_ERR_ENDPOINT_TIMEOUT:
+    case UCS_ERR_REJECTED:
+    case UCS_ERR_CANCELED:
+    case UCS_ERR_IO_ERROR:
+    case UCS_ERR_NOT_CONNECTED:
+      return absl::StatusCode::kUnavailable;
+    case UCS_ERR_TIMED_OUT:
+      return absl::StatusCode::kDeadlineExceeded;
+    case UCS_ERR_MESSAGE_TRUNCATED:
+    case UCS_ERR_INVALID_PARAM:
+    case UCS_ERR_INVALID_ADDR:
+      return absl::StatusCode::kInvalidArgument;
+    case UCS_ERR_NO_ELEM:
+    case UCS_ERR_NO_DEVICE:
+    case UCS_ERR_NO_RESOURCE:
+      return absl::StatusCode::kNotFound;
+    case UCS_ERR_NO_MEMORY:
+    case UCS_ERR_EXCEEDS_LIMIT:
+      return absl::StatusCode::kResourceExhausted;
+    case UCS_ERR_UNSUPPORTED:
+      return absl::StatusCode::kUnimplemented;
+    default:
+      return absl::StatusCode::kInternal;
+  }
+}
+
+absl::Status UcsStatus(ucs_status_t status, const char* call, const char* file, int line) {
+  return absl::Status(UcsCode(status), absl::StrCat(call, " failed: ", ucs_status_string(status),
+                                                    " (", file, ":", line, ")"));
+}
+
+namespace {
+
+// Every UCX_* variable name UCX knows at this point (as `ucx_info -c` lists them).
+std::set<std::string> KnownVariables() {
+  char* text = nullptr;
+  size_t length = 0;
+  FILE* stream = open_memstream(&text, &length);
+  if (stream == nullptr) return {};
+  ucs_config_parser_print_all_opts(
+      stream, "UCX_",
+      static_cast<ucs_config_print_flags_t>(UCS_CONFIG_PRINT_CONFIG | UCS_CONFIG_PRINT_HIDDEN),
+      &ucs_config_global_list);
+  std::fclose(stream);
+  std::set<std::string> names;
+  for (absl::string_view line : absl::StrSplit(absl::string_view(text, length), '\n')) {
+    size_t eq = line.find('=');
+    if (absl::StartsWith(line, "UCX_") && eq != absl::string_view::npos) {
+      names.emplace(line.substr(0, eq));
+    }
+  }
+  std::free(text);
+  return names;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(
+    const std::vector<std::pair<std::string, std::string>>& params, absl::Duration liveness) {
+  ucp_config_t* config = nullptr;
+  GRAVAC_RETURN_IF_UCS(ucp_config_read(nullptr, nullptr, &config));  // reads UCX_* variables
+  absl::Cleanup release_config = [config] { ucp_config_release(config); };
+
+  std::set<std::string> given;
+  for (const auto& [key, value] : params) {
+    if (!absl::StartsWith(key, "UCX_") || key.size() == 4) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ucx transport: parameter '", key, "' is not a UCX_* variable"));
+    }
+    ucs_status_t s = ucp_config_modify(config, key.c_str() + 4, value.c_str());
+    if (s != UCS_OK) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ucx transport: parameter ", key, "=", value, ": ", ucs_status_string(s)));
+    }
+    given.insert(key);
+  }
+  // Defaults that the environment and params may override (see worker.h). UCX has already read
+  // the environment into `config`; only std::getenv tells whether a variable was set there.
+  const auto set_default = [&](const char* key, const std::string& value) {
+    if (given.contains(key) || std::getenv(key) != nullptr) return;
+    (void)ucp_config_modify(config, key + 4, value.c_str());
+  };
+  set_default("UCX_KEEPALIVE_INTERVAL",
+              absl::StrCat(std::max<int64_t>(1, absl::ToInt64Milliseconds(liveness / 4)), "ms"));
+
+  std::unique_ptr<Worker> w(new Worker());
+  ucp_params_t ucp_params = {};
+  ucp_params.field_mask = UCP_PARAM_FIELD_FEATURES;
+  ucp_params.features = UCP_FEATURE_TAG;
+  GRAVAC_RETURN_IF_UCS(ucp_init(&ucp_params, config, &w->context_));
+  // ucp_config_modify accepts any name; check the keys against every option UCX registered (its
+  // transports' tables are loaded by ucp_init).
+  const std::set<std::string> known = KnownVariables();
+  for (const std::string& key : given) {
+    if (!known.contains(key)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ucx transport: parameter '", key, "' is not a UCX variable"));
+    }
+  }
+
+  ucp_worker_params_t worker_params = {};
+  worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  worker_params.thread_mode = UCS_THREAD_MODE_SINGLE;
+  GRAVAC_RETURN_IF_UCS(ucp_worker_create(w->context_, &worker_params, &w->worker_));
+
+  ucp_address_t* address = nullptr;
+  size_t length = 0;
+  GRAVAC_RETURN_IF_UCS(ucp_worker_get_address(w->worker_, &address, &length));
+  w->address_.assign(reinterpret_cast<const char*>(address), length);
+  ucp_worker_release_address(w->worker_, address);
+  return w;
+}
+
+Worker::~Worker() {
+  if (worker_ != nullptr) ucp_worker_destroy(worker_);
+  if (context_ != nullptr) ucp_cleanup(context_);
+}
+
+}  // namespace gravac::transport::ucx

@@ -1,0 +1,70 @@
+// UCX worker: one UCP context and one UCP worker (tag matching, single-thread mode), the unit the
+// UCX transport backend is built on, plus the conversion of ucs_status_t to absl::Status.
+//
+// Configuration. UCX reads its UCX_* environment variables itself (ucp_config_read), so UCX_TLS
+// ("tcp", "shm", "tcp,self", ...) and UCX_NET_DEVICES ("lo", "eth0", ...) set for the process are
+// honoured. `params` given to Create override the environment; each key must be a UCX variable
+// name with its "UCX_" prefix (e.g. {"UCX_TLS", "tcp"}); a key UCX does not know fails with
+// kInvalidArgument (checked against the options UCX registered, as `ucx_info -c` lists them).
+// Unless set by either, UCX_KEEPALIVE_INTERVAL is `liveness / 4`, so a peer that dies without its
+// connection closing is noticed within about `liveness` on transports with keepalive.
+//
+// Thread-safety: thread-compatible (UCS_THREAD_MODE_SINGLE): one thread at a time.
+#ifndef GRAVAC_DAEMON_TRANSPORT_UCX_WORKER_H_
+#define GRAVAC_DAEMON_TRANSPORT_UCX_WORKER_H_
+
+#include <ucp/api/ucp.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace gravac::transport::ucx {
+
+// Status for a failed UCX call: the call's text, ucs_status_string and file:line. Peer and
+// connection failures map to kUnavailable, timeouts to kDeadlineExceeded, truncation and bad
+// parameters to kInvalidArgument, missing devices/transports to kNotFound.
+absl::Status UcsStatus(ucs_status_t status, const char* call, const char* file, int line);
+absl::StatusCode UcsCode(ucs_status_t status);
+
+#define GRAVAC_RETURN_IF_UCS(call)                                                               \
+  do {                                                                                           \
+    const ucs_status_t gravac_ucs_status_ = (call);                                              \
+    if (gravac_ucs_status_ != UCS_OK) {                                                          \
+      return ::gravac::transport::ucx::UcsStatus(gravac_ucs_status_, #call, __FILE__, __LINE__); \
+    }                                                                                            \
+  } while (false)
+
+class Worker {
+ public:
+  static absl::StatusOr<std::unique_ptr<Worker>> Create(
+      const std::vector<std::pair<std::string, std::string>>& params, absl::Duration liveness);
+
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+  ~Worker();
+
+  ucp_context_h context() const { return context_; }
+  ucp_worker_h worker() const { return worker_; }
+  // The worker address (binary) that peers pass to ucp_ep_create.
+  const std::string& address() const { return address_; }
+
+  // One round of ucp_worker_progress; returns whether anything happened.
+  bool Progress() { return ucp_worker_progress(worker_) != 0; }
+
+ private:
+  Worker() = default;
+
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  std::string address_;
+};
+
+}  // namespace gravac::transport::ucx
+
+#endif  // GRAVAC_DAEMON_TRANSPORT_UCX_WORKER_H_
