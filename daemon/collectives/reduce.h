@@ -16,6 +16,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "kernels/cpu/cast.h"
+
 namespace gravac::collectives {
 
 enum class DataType { kFloat32, kFloat16, kBFloat16 };
@@ -25,11 +27,12 @@ size_t DataTypeSize(DataType type);
 std::string_view DataTypeName(DataType type);
 std::string_view ReduceOpName(ReduceOp op);
 
-// Conversions, round to nearest even; NaN stays NaN (quiet), overflow becomes infinity.
-float HalfToFloat(uint16_t h);
-uint16_t FloatToHalf(float f);
-float BFloat16ToFloat(uint16_t b);
-uint16_t FloatToBFloat16(float f);
+// Conversions (round to nearest even; NaN stays NaN, overflow becomes infinity) are the
+// kernels' own, so the collectives and the compressors round identically.
+using ::gravac::kernels::cpu::BFloat16ToFloat;
+using ::gravac::kernels::cpu::FloatToBFloat16;
+using ::gravac::kernels::cpu::FloatToHalf;
+using ::gravac::kernels::cpu::HalfToFloat;
 
 // dst[i] = dst[i] + src[i] for i < count (count elements of `type`).
 void ReduceSumInto(DataType type, void* dst, const void* src, size_t count);
