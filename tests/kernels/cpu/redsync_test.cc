@@ -21,6 +21,7 @@
 #include "gtest/gtest.h"
 #include "kernels/cpu/cast.h"
 #include "kernels/cpu/select.h"
+#include "tests/kernels/cpu/threshold_test_util.h"
 
 namespace gravac::kernels::cpu {
 namespace {
@@ -30,63 +31,10 @@ using ::gravac::testing::StatusIs;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-enum class Dist { kNormal, kLaplace, kCauchy, kTies };
-
-std::vector<float> Make(Dist d, int64_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal;
-  std::exponential_distribution<float> exponential;
-  std::cauchy_distribution<float> cauchy;
-  std::uniform_int_distribution<int> small(-4, 4);
-  std::vector<float> x(n);
-  for (float& v : x) {
-    switch (d) {
-      case Dist::kNormal:
-        v = normal(rng);
-        break;
-      case Dist::kLaplace:
-        v = (rng() & 1 ? 1.0f : -1.0f) * exponential(rng);
-        break;
-      case Dist::kCauchy:
-        v = std::clamp(cauchy(rng), -1e30f, 1e30f);
-        break;
-      case Dist::kTies:
-        v = static_cast<float>(small(rng));
-        break;
-    }
-  }
-  return x;
-}
-
-std::string Name(Dist d) {
-  const char* names[] = {"Normal", "Laplace", "Cauchy", "Ties"};
-  return names[static_cast<int>(d)];
-}
-
-// Indices strictly ascending, values bit-equal to the input, and every kept |x| >= every
-// dropped |x|.
-void ExpectThresholdSet(const std::vector<float>& x, const Compressed& c) {
-  ASSERT_EQ(c.indices.size(), c.values.size());
-  std::vector<bool> kept(x.size(), false);
-  float min_kept = std::numeric_limits<float>::infinity();
-  for (size_t i = 0; i < c.indices.size(); ++i) {
-    const int32_t idx = c.indices[i];
-    ASSERT_TRUE(idx >= 0 && idx < static_cast<int64_t>(x.size()));
-    if (i > 0) {
-      ASSERT_LT(c.indices[i - 1], idx);
-    }
-    ASSERT_EQ(std::bit_cast<uint32_t>(c.values[i]), std::bit_cast<uint32_t>(x[idx]));
-    kept[idx] = true;
-    min_kept = std::min(min_kept, std::fabs(x[idx]));
-  }
-  float max_dropped = 0.0f;
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (!kept[i]) max_dropped = std::max(max_dropped, std::fabs(x[i]));
-  }
-  if (!c.indices.empty() && c.indices.size() < x.size()) {
-    EXPECT_GE(min_kept, max_dropped);
-  }
-}
+using testing::Dist;
+using testing::ExpectThresholdSet;
+using testing::Make;
+using testing::Name;
 
 TEST(RedSyncCompressorTest, CountInBandAndThresholdProperty) {
   ThreadPool pool(2);
