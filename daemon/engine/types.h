@@ -1,0 +1,124 @@
+// The types that cross the daemon's seams: the local side (daemon/local/, which gathers the
+// workers' requests and reduces them on the node) hands NodeTensors to the engine
+// (daemon/engine/, which negotiates across nodes, compresses and exchanges); the engine reads
+// decisions from a DecisionSource and reports per-step statistics to a StatsSink (both
+// implemented by daemon/control/ControllerClient, and by fakes in tests).
+//
+// Thread-safety: plain values; DecisionSource and StatsSink implementations are thread-safe.
+#ifndef GRAVAC_DAEMON_ENGINE_TYPES_H_
+#define GRAVAC_DAEMON_ENGINE_TYPES_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "daemon/collectives/reduce.h"
+
+namespace gravac::daemon {
+
+enum class CollectiveKind : uint8_t { kAllreduce = 1, kAllgather = 2, kBroadcast = 3 };
+
+// What a worker asked for; every field must agree across all ranks (the engine checks name,
+// kind, dtype, shape, reduce_op, root_rank and compress, and names the first differing field).
+// For allgather only shape[1..] must agree; the first dimension may differ per rank.
+struct TensorSpec {
+  std::string name;
+  CollectiveKind kind = CollectiveKind::kAllreduce;
+  collectives::DataType dtype = collectives::DataType::kFloat32;
+  std::vector<int64_t> shape;  // empty = scalar (one element)
+  collectives::ReduceOp reduce_op = collectives::ReduceOp::kSum;  // allreduce only
+  int root_rank = 0;       // broadcast only: a global rank
+  bool compress = false;   // allreduce of fp32 gradients that may be compressed (GraVAC)
+  int64_t step = -1;       // training step the tensor belongs to; -1 = not part of a step
+  int64_t samples = 0;     // samples this rank processed in `step` (for throughput); 0 unknown
+};
+
+// One tensor of this node, after the local side has combined its local workers' requests.
+struct NodeTensor {
+  TensorSpec spec;
+  // allreduce: the SUM over the node's local workers (the engine averages by the world size);
+  // allgather: the local workers' blocks concatenated in local-rank order;
+  // broadcast: the root's data on the root's node, a buffer of the same size elsewhere.
+  std::vector<uint8_t> data;
+  // allgather: first dimension of each local worker's block, in local-rank order.
+  std::vector<int64_t> first_dims;
+  int64_t samples = 0;  // sum of the local workers' spec.samples
+  // When the first local worker posted it (for step time and stall reports).
+  int64_t posted_at_ns = 0;
+};
+
+struct TensorResult {
+  absl::Status status;         // on error, the message names the rank(s), tensor and field
+  std::vector<uint8_t> data;   // allreduce/broadcast: same size as the input; allgather: all
+  std::vector<int64_t> first_dims;  // allgather: first dimension per global rank
+  double theta = 1.0;          // CF the tensor was sent with; 1 = uncompressed
+  std::string collective;      // "dense_allreduce", "sparse_allgather", "allgather", "broadcast"
+  int64_t decision_epoch = 0;  // decision epoch in force for the tensor's step
+};
+
+// Called exactly once per NodeTensor, from an engine thread; must not block for long.
+using DoneCallback = std::function<void(TensorResult)>;
+
+// A decision of the controller (policy::Decision as the daemons see it).
+struct JobDecision {
+  int64_t epoch = 0;
+  int64_t first_step = 0;
+  double theta = 10.0;            // 1 = dense
+  double theta_candidate = 10.0;  // the daemons compute N_c at it
+  bool searching = true;
+  std::string phase = "warmup";   // "warmup" | "searching" | "done"
+  double gain_min = 0.0;
+  double gain_c = 0.0;
+};
+
+// Job-wide compression settings, from the controller at join (identical on every daemon).
+struct JobConfig {
+  std::string compressor = "topk";  // kernels::MakeCompressor name, or "none"
+  double theta_min = 10.0;
+  double theta_max = 10000.0;
+  uint64_t job_seed = 0;
+  bool global_norm = false;  // N as the global squared norm instead of the sum of layer norms
+};
+
+// Where the ranks are: node n holds global ranks [first_rank, first_rank + local_count).
+struct NodeLayout {
+  int first_rank = 0;
+  int local_count = 0;
+};
+
+// Per-node statistics of one step (GRAVAC.md "Measured each step"), before combination.
+struct NodeStepStats {
+  int node_rank = 0;
+  int64_t step = 0;
+  double theta_used = 10.0;
+  double theta_candidate = 10.0;
+  double n_g = 0.0;
+  double n_min = 0.0;
+  double n_c = 0.0;
+  double step_seconds = 0.0;  // this node's time for the step
+  int64_t samples = 0;        // this node's samples in the step
+  int64_t bytes_sent = 0;     // data-plane bytes this node sent for the step's tensors
+  int64_t bytes_dense = 0;    // what a dense ring allreduce would have sent
+  int64_t decision_epoch = 0;
+};
+
+class DecisionSource {
+ public:
+  virtual ~DecisionSource() = default;
+  // The newest decision this node holds; epoch 0 (built from JobConfig) before any arrived.
+  // Non-blocking.
+  virtual JobDecision Newest() const = 0;
+};
+
+class StatsSink {
+ public:
+  virtual ~StatsSink() = default;
+  // Non-blocking hand-off; delivery is asynchronous and best effort (never on the step's path).
+  virtual void Report(const NodeStepStats& stats) = 0;
+};
+
+}  // namespace gravac::daemon
+
+#endif  // GRAVAC_DAEMON_ENGINE_TYPES_H_
