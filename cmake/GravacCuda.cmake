@@ -1,6 +1,10 @@
 # Decides whether the CUDA kernels are built and sets GRAVAC_CUDA_ENABLED.
 # nvcc is looked up on PATH, then in CUDAToolkit_ROOT / CUDA_HOME / /usr/local/cuda.
+# With CUDA, NCCL (libnccl + nccl.h) is looked up in the toolkit's directories (then the system's);
+# GRAVAC_NCCL_FOUND says whether the nccl transport can be built (GRAVAC_NCCL_LIBRARY,
+# GRAVAC_NCCL_INCLUDE_DIR).
 set(GRAVAC_CUDA_ENABLED OFF)
+set(GRAVAC_NCCL_FOUND OFF)
 if(NOT GRAVAC_WITH_CUDA STREQUAL "OFF")
   if(NOT CMAKE_CUDA_COMPILER)
     find_program(GRAVAC_NVCC nvcc
@@ -23,6 +27,11 @@ if(NOT GRAVAC_WITH_CUDA STREQUAL "OFF")
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     find_package(CUDAToolkit REQUIRED)
     set(GRAVAC_CUDA_ENABLED ON)
+    find_library(GRAVAC_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR})
+    find_path(GRAVAC_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+    if(GRAVAC_NCCL_LIBRARY AND GRAVAC_NCCL_INCLUDE_DIR)
+      set(GRAVAC_NCCL_FOUND ON)
+    endif()
   elseif(GRAVAC_WITH_CUDA STREQUAL "ON")
     message(FATAL_ERROR "GRAVAC_WITH_CUDA=ON but no CUDA compiler was found")
   endif()

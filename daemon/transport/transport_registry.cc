@@ -7,6 +7,9 @@
 #ifdef GRAVAC_HAVE_UCX_TRANSPORT
 #include "daemon/transport/ucx/transport.h"
 #endif
+#ifdef GRAVAC_HAVE_NCCL_TRANSPORT
+#include "daemon/transport/nccl/transport.h"
+#endif
 
 namespace gravac::transport {
 namespace {
@@ -15,6 +18,9 @@ constexpr TransportBackend kBackends[] = {
     {"loopback", &loopback::MakeTransport},
 #ifdef GRAVAC_HAVE_UCX_TRANSPORT
     {"ucx", &ucx::MakeTransport},
+#endif
+#ifdef GRAVAC_HAVE_NCCL_TRANSPORT
+    {"nccl", &nccl::MakeTransport},
 #endif
 };
 

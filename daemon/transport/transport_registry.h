@@ -3,7 +3,8 @@
 //   ASSIGN_OR_RETURN(auto transport, MakeTransport("loopback", options));
 //
 // "loopback" is always built; "ucx" is listed when daemon/transport/ucx/ was built (CMake defines
-// GRAVAC_HAVE_UCX_TRANSPORT on gravac_transport). Each backend exposes
+// GRAVAC_HAVE_UCX_TRANSPORT on gravac_transport), "nccl" when daemon/transport/nccl/ was (CUDA and
+// NCCL found: GRAVAC_HAVE_NCCL_TRANSPORT). Each backend exposes
 // <backend>::MakeTransport(const TransportOptions&) from <backend>/transport.h.
 //
 // Thread-safety: stateless; the table is constant.
