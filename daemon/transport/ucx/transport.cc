@@ -272,14 +272,27 @@ void UcxTransport::ProgressAll() {
 void UcxTransport::FailPeer(Peer* peer, absl::Status error, bool force) {
   peer->failed = true;
   peer->error = std::move(error);
+  bool sends_pending = false;
   for (Op* op : std::vector<Op*>(peer->pending.begin(), peer->pending.end())) {
-    if (!op->is_send) ucp_request_cancel(worker(), op->ucx);
+    if (!op->is_send) {
+      ucp_request_cancel(worker(), op->ucx);
+    } else if (!peer->detects_failure) {
+      // UCX cannot force-close an endpoint without failure detection (it answers
+      // UCS_ERR_INVALID_PARAM and leaves it open), and a flush waits for a peer that may be gone:
+      // abandon the send, so it fails now as Close promises. UCX keeps its request (released to it
+      // here) and invokes no callback for it.
+      ucp_request_free(op->ucx);
+      op->ucx = nullptr;
+      op->done = true;
+      op->status = UCS_ERR_CANCELED;
+      peer->pending.erase(op);
+    } else {
+      sends_pending = true;
+    }
   }
   if (peer->ep == nullptr) return;
-  bool sends_pending = false;
-  for (Op* op : peer->pending) sends_pending = sends_pending || op->is_send;
   ucp_request_param_t param = {};
-  if (force || sends_pending) {
+  if ((force || sends_pending) && peer->detects_failure) {
     param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     param.flags = UCP_EP_CLOSE_FLAG_FORCE;
   }
@@ -365,6 +378,10 @@ UcxTransport::~UcxTransport() {
   }
   const absl::Time give_up = absl::Now() + absl::Seconds(2);
   while (!closing_.empty() && absl::Now() < give_up) ProgressAll();
+  // A close still flushing (towards a peer that is gone, over shared memory) is handed to UCX:
+  // ucp_worker_destroy asserts that every close request left is released.
+  for (void* request : closing_) ucp_request_free(request);
+  closing_.clear();
 }
 
 }  // namespace internal

@@ -19,7 +19,12 @@
 // - Failure detection needs a transport that supports UCP_ERR_HANDLING_MODE_PEER (tcp; cma for
 //   bulk data). With only posix/sysv shared memory allowed (UCX_TLS=shm) UCX 1.13 refuses that
 //   mode, so the endpoint is made without it: a dead peer then shows as kDeadlineExceeded from
-//   Wait, never as a hang, and the caller decides (see transport.h, "a silent peer").
+//   Wait, never as a hang, and the caller decides (see transport.h, "a silent peer"). Such an
+//   endpoint cannot be force-closed either: closing it, or destroying a send UCX could not
+//   cancel, abandons that peer's pending sends (they fail with kUnavailable; their UCX requests
+//   are handed back to UCX), and UCX may still read such a send's buffer if the peer is in fact
+//   alive and receives it later. A close still flushing when the transport is destroyed is handed
+//   to UCX as well.
 //
 // Thread-safety: as transport.h (one thread per Transport and its Endpoints and Requests).
 #ifndef GRAVAC_DAEMON_TRANSPORT_UCX_TRANSPORT_H_
