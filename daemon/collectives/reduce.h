@@ -8,6 +8,11 @@
 // DivideInPlace (used for the average) divides in fp32 and rounds once. fp32 sums use ordinary
 // float addition in ring order.
 //
+// fp64 sums in double and divides in double. The integer types (int32, int64, uint8) sum exactly
+// in two's complement (a sum that overflows wraps modulo 2^bits instead of being undefined), and
+// DivideInPlace divides with C++ integer division, truncating toward zero (so the "average" of
+// integers is the truncated mean, e.g. -7 / 2 = -3).
+//
 // Thread-safety: stateless functions.
 #ifndef GRAVAC_DAEMON_COLLECTIVES_REDUCE_H_
 #define GRAVAC_DAEMON_COLLECTIVES_REDUCE_H_
@@ -20,7 +25,7 @@
 
 namespace gravac::collectives {
 
-enum class DataType { kFloat32, kFloat16, kBFloat16 };
+enum class DataType { kFloat32, kFloat16, kBFloat16, kFloat64, kInt32, kInt64, kUInt8 };
 enum class ReduceOp { kSum, kAverage };
 
 size_t DataTypeSize(DataType type);

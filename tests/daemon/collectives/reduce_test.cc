@@ -138,8 +138,44 @@ TEST(ReduceTest, DivideInPlaceRoundsOnce) {
   EXPECT_EQ(BFloat16ToFloat(b[0]), 2.5f);
 }
 
+TEST(ReduceTest, SumAndDivideWiderTypes) {
+  std::vector<double> d = {1e300, 0.1, -3.0}, e = {1e300, 0.2, 1.0};
+  ReduceSumInto(DataType::kFloat64, d.data(), e.data(), d.size());
+  EXPECT_EQ(d, (std::vector<double>{2e300, 0.1 + 0.2, -2.0}));
+  DivideInPlace(DataType::kFloat64, d.data(), d.size(), 3);
+  EXPECT_EQ(d[1], (0.1 + 0.2) / 3.0);  // divided in double, not fp32
+
+  std::vector<int32_t> i = {7, -7, std::numeric_limits<int32_t>::max()}, j = {0, 0, 1};
+  ReduceSumInto(DataType::kInt32, i.data(), j.data(), i.size());
+  EXPECT_EQ(i[2], std::numeric_limits<int32_t>::min());  // wraps, no undefined behaviour
+  DivideInPlace(DataType::kInt32, i.data(), 2, 2);
+  EXPECT_EQ(i[0], 3);   // truncated toward zero
+  EXPECT_EQ(i[1], -3);
+
+  std::vector<int64_t> l = {int64_t{1} << 40, -5}, m = {int64_t{1} << 40, 2};
+  ReduceSumInto(DataType::kInt64, l.data(), m.data(), l.size());
+  EXPECT_EQ(l, (std::vector<int64_t>{int64_t{1} << 41, -3}));
+  DivideInPlace(DataType::kInt64, l.data(), l.size(), 4);
+  EXPECT_EQ(l, (std::vector<int64_t>{int64_t{1} << 39, 0}));
+
+  std::vector<uint8_t> u = {200, 10}, v = {100, 20};
+  ReduceSumInto(DataType::kUInt8, u.data(), v.data(), u.size());
+  EXPECT_EQ(u, (std::vector<uint8_t>{44, 30}));  // 300 mod 256
+  DivideInPlace(DataType::kUInt8, u.data(), u.size(), 300);  // divisor above 255 works
+  EXPECT_EQ(u, (std::vector<uint8_t>{0, 0}));
+  u = {255, 9};
+  DivideInPlace(DataType::kUInt8, u.data(), u.size(), 2);
+  EXPECT_EQ(u, (std::vector<uint8_t>{127, 4}));
+}
+
 TEST(ReduceTest, Names) {
   EXPECT_EQ(DataTypeName(DataType::kBFloat16), "bf16");
+  EXPECT_EQ(DataTypeName(DataType::kFloat64), "fp64");
+  EXPECT_EQ(DataTypeName(DataType::kUInt8), "uint8");
+  EXPECT_EQ(DataTypeSize(DataType::kFloat64), 8u);
+  EXPECT_EQ(DataTypeSize(DataType::kInt32), 4u);
+  EXPECT_EQ(DataTypeSize(DataType::kInt64), 8u);
+  EXPECT_EQ(DataTypeSize(DataType::kUInt8), 1u);
   EXPECT_EQ(DataTypeSize(DataType::kFloat16), 2u);
   EXPECT_EQ(DataTypeSize(DataType::kFloat32), 4u);
   EXPECT_EQ(ReduceOpName(ReduceOp::kAverage), "average");

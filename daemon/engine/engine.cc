@@ -1,0 +1,413 @@
+#include "daemon/engine/engine.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "core/absl_compat.h"
+#include "core/status.h"
+#include "daemon/engine/executor.h"
+#include "daemon/engine/negotiation.h"
+
+namespace gravac::daemon {
+namespace internal {
+namespace {
+
+int64_t Elements(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+// Empty when `t` is well formed for this node, else why not.
+std::string Validate(const NodeTensor& t, const NodeLayout& node) {
+  const TensorSpec& s = t.spec;
+  if (s.name.empty()) return "empty tensor name";
+  for (int64_t d : s.shape) {
+    if (d < 0) return absl::StrFormat("shape has a negative dimension %d", d);
+  }
+  const size_t elem = collectives::DataTypeSize(s.dtype);
+  if (s.kind == CollectiveKind::kAllgather) {
+    if (s.shape.empty()) return "allgather of a scalar (shape needs a first dimension)";
+    if (static_cast<int>(t.first_dims.size()) != node.local_count) {
+      return absl::StrFormat("allgather with %d first dimensions for %d local ranks",
+                             t.first_dims.size(), node.local_count);
+    }
+    int64_t rows = 0;
+    for (int64_t d : t.first_dims) rows += d;
+    const int64_t row = Elements(std::vector<int64_t>(s.shape.begin() + 1, s.shape.end()));
+    if (static_cast<int64_t>(t.data.size()) != rows * row * static_cast<int64_t>(elem)) {
+      return absl::StrFormat("allgather data of %d bytes for %d rows of %d elements", t.data.size(),
+                             rows, row);
+    }
+    return "";
+  }
+  const int64_t want = Elements(s.shape) * static_cast<int64_t>(elem);
+  if (static_cast<int64_t>(t.data.size()) != want) {
+    return absl::StrFormat("data of %d bytes for shape of %d bytes", t.data.size(), want);
+  }
+  return "";
+}
+
+// Appends which node a "peer rank N" of a communicator message is.
+std::string DescribePeer(std::string_view message, const std::vector<NodeLayout>& layout) {
+  const size_t at = message.find("peer rank ");
+  if (at == std::string_view::npos) return "";
+  const int peer = std::atoi(std::string(message.substr(at + 10, 8)).c_str());
+  if (peer < 0 || peer >= static_cast<int>(layout.size())) return "";
+  return absl::StrFormat(" [peer daemon: %s]", FormatNode(layout, peer));
+}
+
+}  // namespace
+
+class EngineCore {
+ public:
+  EngineCore(EngineOptions options, std::unique_ptr<collectives::Communicator> comm,
+             DecisionSource* decisions, std::unique_ptr<Executor> executor)
+      : options_(std::move(options)),
+        comm_(std::move(comm)),
+        decisions_(decisions),
+        executor_(std::move(executor)),
+        negotiator_(options_.node_rank, options_.layout) {}
+
+  void StartThread() {
+    thread_ = std::thread([this] { Loop(); });
+  }
+
+  void Enqueue(NodeTensor tensor, DoneCallback done) {
+    if (!done) done = [](TensorResult) {};
+    absl::Status refused;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!thread_done_) {
+        inbox_.push_back({std::move(tensor), std::move(done), absl::GetCurrentTimeNanos()});
+        cv_.notify_all();
+        return;
+      }
+      refused = terminal_;
+    }
+    TensorResult r;
+    r.status = refused;
+    if (done) done(std::move(r));
+  }
+
+  void FailLocal(absl::Status status) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (local_failure_.ok() && !status.ok()) local_failure_ = std::move(status);
+    cv_.notify_all();
+  }
+
+  absl::Status Shutdown(absl::Duration timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!shutdown_called_) {
+      shutdown_called_ = true;
+      shutdown_requested_ = true;
+      cv_.notify_all();
+      const bool agreed =
+          cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout), [&] { return thread_done_; });
+      if (!agreed) {
+        abort_ = true;
+        shutdown_status_ = absl::DeadlineExceededError(absl::StrFormat(
+            "%s: engine: shutdown not agreed with the other daemons within %s",
+            FormatNode(options_.layout, options_.node_rank), absl::FormatDuration(timeout)));
+        cv_.notify_all();
+      }
+      lock.unlock();
+      if (thread_.joinable()) thread_.join();
+      comm_.reset();  // closes the endpoints, so peers still waiting fail fast
+      lock.lock();
+      if (shutdown_status_.ok() && !absl::IsCancelled(terminal_)) shutdown_status_ = terminal_;
+      shutdown_finished_ = true;
+      cv_.notify_all();
+    }
+    cv_.wait(lock, [&] { return shutdown_finished_; });  // a concurrent caller waits for the first
+    return shutdown_status_;
+  }
+
+ private:
+  struct Inbox {
+    NodeTensor tensor;
+    DoneCallback done;
+    int64_t enqueued_ns = 0;
+  };
+  struct Local {
+    NodeTensor tensor;
+    DoneCallback done;
+    int64_t start_ns = 0;
+  };
+
+  void Complete(Local& local, TensorResult result) {
+    if (local.done) local.done(std::move(result));
+    local.done = nullptr;
+  }
+
+  void FailAll(const absl::Status& status) {
+    for (auto& [name, local] : locals_) {
+      TensorResult r;
+      r.status = status;
+      Complete(local, std::move(r));
+    }
+    locals_.clear();
+  }
+
+  // Moves the inbox into locals_ and the next message's entries. Returns false on abort.
+  bool TakeInbox(absl::Duration interval, absl::Time last_cycle, NodeMessage* message) {
+    std::deque<Inbox> inbox;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      const bool idle = interval > options_.cycle_time;
+      cv_.wait_until(lock, absl::ToChronoTime(last_cycle + interval), [&] {
+        return abort_ || (idle && (!inbox_.empty() || !local_failure_.ok() || shutdown_requested_));
+      });
+      if (abort_) return false;
+      inbox.swap(inbox_);
+      message->shutdown = shutdown_requested_;
+      if (!local_failure_.ok()) {
+        message->failed = true;
+        message->failure_code = local_failure_.code();
+        message->failure_message = std::string(local_failure_.message());
+      }
+    }
+    const NodeLayout& me = options_.layout[options_.node_rank];
+    const int64_t now_ns = absl::GetCurrentTimeNanos();
+    for (Inbox& in : inbox) {
+      const std::string name = in.tensor.spec.name;
+      if (locals_.contains(name)) {
+        TensorResult r;
+        r.status = absl::InvalidArgumentError(absl::StrFormat(
+            "tensor '%s': ranks %s: posted again while the previous one is pending", name,
+            FormatRanks(options_.layout, std::vector<int>{options_.node_rank})));
+        in.done(std::move(r));
+        continue;
+      }
+      std::string error = Validate(in.tensor, me);
+      // posted_at_ns is absl::GetCurrentTimeNanos() time; ignore implausible values.
+      const int64_t posted = in.tensor.posted_at_ns;
+      const bool plausible =
+          posted > 0 && posted <= now_ns && now_ns - posted < int64_t{3600} * 1000000000;
+      in.tensor.spec.samples = in.tensor.samples;
+      message->ready.push_back(negotiator_.MakeEntry(in.tensor.spec, std::move(error)));
+      locals_.emplace(name, Local{std::move(in.tensor), std::move(in.done),
+                                  plausible ? posted : in.enqueued_ns});
+    }
+    return true;
+  }
+
+  // One negotiation cycle and the execution of what became ready. Returns false to stop.
+  bool Cycle(NodeMessage message, absl::Status* stop) {
+    const absl::Time now = absl::Now();
+    message.decision = decisions_->Newest();
+    if (options_.mismatch_timeout > absl::ZeroDuration()) {
+      message.give_up = negotiator_.Deadlocked(now, options_.mismatch_timeout);
+    }
+    if (options_.moved_on_grace > absl::ZeroDuration()) {
+      message.give_up_moved_on = negotiator_.MovedOn(now, options_.moved_on_grace);
+    }
+    std::vector<uint8_t> recv;
+    std::vector<size_t> sizes;
+    absl::Status s = comm_->AllgathervAnySize(EncodeMessage(message), &recv, &sizes);
+    if (!s.ok()) {
+      *stop = Annotate(s);
+      return false;
+    }
+    std::vector<NodeMessage> messages;
+    size_t offset = 0;
+    for (size_t n = 0; n < sizes.size(); ++n) {
+      auto m = DecodeMessage(absl::MakeConstSpan(recv).subspan(offset, sizes[n]));
+      offset += sizes[n];
+      if (!m.ok()) {
+        *stop = Annotate(m.status());
+        return false;
+      }
+      messages.push_back(*std::move(m));
+    }
+    auto outcome = negotiator_.Process(messages, now);
+    if (!outcome.ok()) {
+      *stop = Annotate(outcome.status());
+      return false;
+    }
+    if (!outcome->job_failure.ok()) {
+      *stop = outcome->job_failure;
+      return false;
+    }
+    for (const FailedTensor& f : outcome->failed) {
+      if (options_.log != nullptr) GRAVAC_LOG(*options_.log, kError, "%s", f.status.message());
+      auto it = locals_.find(f.name);
+      if (it == locals_.end()) continue;
+      TensorResult r;
+      r.status = f.status;
+      Complete(it->second, std::move(r));
+      locals_.erase(it);
+    }
+    if (!outcome->ready.empty() && !Execute(outcome->ready, stop)) return false;
+    if (options_.log != nullptr) {
+      for (const std::string& line : negotiator_.StallReports(now, options_.stall_warning)) {
+        GRAVAC_LOG(*options_.log, kWarning, "%s", line);
+      }
+    }
+    if (outcome->shutdown) {
+      *stop = absl::CancelledError(absl::StrFormat(
+          "%s: engine: shut down", FormatNode(options_.layout, options_.node_rank)));
+      return false;
+    }
+    return true;
+  }
+
+  bool Execute(const std::vector<ReadyTensor>& ready, absl::Status* stop) {
+    std::vector<WorkItem> items(ready.size());
+    for (size_t i = 0; i < ready.size(); ++i) {
+      Local& local = locals_.at(ready[i].spec.name);
+      items[i] = {ready[i], &local.tensor, local.start_ns};
+    }
+    PlanOptions plan{.world_nodes = static_cast<int>(options_.layout.size()),
+                     .fusion_threshold_bytes = options_.fusion_threshold_bytes,
+                     .compressor = executor_->compressor()};
+    std::vector<TensorResult> results(ready.size());
+    for (const Group& group : PlanGroups(ready, plan)) {
+      absl::Status s = executor_->Run(group, items, &results);
+      if (!s.ok()) {
+        *stop = Annotate(s);
+        return false;
+      }
+      for (size_t i : group.members) {
+        auto it = locals_.find(ready[i].spec.name);
+        Complete(it->second, std::move(results[i]));
+        locals_.erase(it);
+      }
+    }
+    return true;
+  }
+
+  absl::Status Annotate(const absl::Status& s) const {
+    return absl::Status(
+        s.code(),
+        absl::StrFormat("%s: engine: %s%s", FormatNode(options_.layout, options_.node_rank),
+                        s.message(), DescribePeer(std::string(s.message()), options_.layout)));
+  }
+
+  void Loop() {
+    absl::Status stop;
+    absl::Duration interval = options_.cycle_time;
+    const absl::Duration max_idle = std::max(options_.cycle_time, absl::Milliseconds(5));
+    absl::Time last = absl::Now();
+    while (true) {
+      NodeMessage message;
+      if (!TakeInbox(interval, last, &message)) {
+        stop = absl::CancelledError(
+            absl::StrFormat("%s: engine: stopped before the shutdown was agreed",
+                            FormatNode(options_.layout, options_.node_rank)));
+        break;
+      }
+      last = absl::Now();
+      const bool had_work = !message.ready.empty() || message.failed;
+      if (!Cycle(std::move(message), &stop)) break;
+      if (had_work || !locals_.empty() || negotiator_.HasPending()) {
+        interval = options_.cycle_time;
+      } else {
+        interval = std::min(interval * 2, max_idle);
+      }
+    }
+    if (!stop.ok() && !absl::IsCancelled(stop) && options_.log != nullptr) {
+      GRAVAC_LOG(*options_.log, kError, "%s", stop.message());
+    }
+    executor_->Flush();
+    std::deque<Inbox> inbox;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      terminal_ = stop;
+      thread_done_ = true;
+      inbox.swap(inbox_);
+      cv_.notify_all();
+    }
+    FailAll(stop);
+    for (Inbox& in : inbox) {
+      TensorResult r;
+      r.status = stop;
+      in.done(std::move(r));
+    }
+  }
+
+  const EngineOptions options_;
+  std::unique_ptr<collectives::Communicator> comm_;
+  DecisionSource* decisions_;
+  std::unique_ptr<Executor> executor_;
+  std::thread thread_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Inbox> inbox_;          // guarded by mu_
+  absl::Status local_failure_;       // guarded by mu_
+  bool shutdown_requested_ = false;  // guarded by mu_
+  bool shutdown_called_ = false;     // guarded by mu_
+  bool shutdown_finished_ = false;   // guarded by mu_
+  bool abort_ = false;               // guarded by mu_
+  bool thread_done_ = false;         // guarded by mu_
+  absl::Status terminal_;            // guarded by mu_; set when the thread ends
+  absl::Status shutdown_status_;     // guarded by mu_
+
+  // Engine thread only.
+  Negotiator negotiator_;
+  std::map<std::string, Local> locals_;
+};
+
+}  // namespace internal
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(
+    EngineOptions options, std::unique_ptr<collectives::Communicator> comm,
+    DecisionSource* decisions, StatsSink* stats) {
+  if (comm == nullptr || decisions == nullptr) {
+    return absl::InvalidArgumentError("engine: a communicator and a decision source are required");
+  }
+  const int nodes = static_cast<int>(options.layout.size());
+  if (nodes != comm->size() || options.node_rank != comm->rank() || options.node_rank < 0 ||
+      options.node_rank >= nodes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "engine: node %d with a layout of %d nodes over a communicator of rank %d of %d",
+        options.node_rank, nodes, comm->rank(), comm->size()));
+  }
+  int next = 0;
+  for (int n = 0; n < nodes; ++n) {
+    if (options.layout[n].first_rank != next || options.layout[n].local_count < 1) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "engine: node %d holds ranks [%d, +%d) but ranks must be contiguous from %d", n,
+          options.layout[n].first_rank, options.layout[n].local_count, next));
+    }
+    next += options.layout[n].local_count;
+  }
+  std::unique_ptr<kernels::Compressor> compressor;
+  if (options.job.compressor != "none" && !options.job.compressor.empty()) {
+    ASSIGN_OR_RETURN(compressor, kernels::MakeCompressor(options.job.compressor, {}));
+  }
+  internal::ExecutorOptions exec{.node_rank = options.node_rank,
+                                 .layout = options.layout,
+                                 .job = options.job,
+                                 .step_log_path = options.step_log_path,
+                                 .log = options.log};
+  ASSIGN_OR_RETURN(auto executor, internal::Executor::Create(std::move(exec), comm.get(),
+                                                             std::move(compressor), stats));
+  auto core = std::make_unique<internal::EngineCore>(std::move(options), std::move(comm), decisions,
+                                                     std::move(executor));
+  core->StartThread();
+  return std::unique_ptr<Engine>(new Engine(std::move(core)));
+}
+
+Engine::Engine(std::unique_ptr<internal::EngineCore> core) : core_(std::move(core)) {}
+
+Engine::~Engine() { core_->Shutdown(absl::Seconds(2)).IgnoreError(); }
+
+void Engine::Enqueue(NodeTensor tensor, DoneCallback done) {
+  core_->Enqueue(std::move(tensor), std::move(done));
+}
+
+void Engine::FailLocal(absl::Status status) { core_->FailLocal(std::move(status)); }
+
+absl::Status Engine::Shutdown(absl::Duration timeout) { return core_->Shutdown(timeout); }
+
+}  // namespace gravac::daemon

@@ -1,0 +1,447 @@
+#include "daemon/engine/executor.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <tuple>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "core/absl_compat.h"
+#include "core/status.h"
+#include "daemon/engine/bytes.h"
+#include "kernels/cpu/scatter_add.h"
+#include "kernels/wire_format.h"
+
+namespace gravac::daemon::internal {
+namespace {
+
+using collectives::DataType;
+using collectives::DataTypeSize;
+
+int64_t Elements(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+bool Compressible(const TensorSpec& s, const kernels::Compressor* c) {
+  return c != nullptr && s.kind == CollectiveKind::kAllreduce && s.dtype == DataType::kFloat32 &&
+         s.compress;
+}
+
+// Ring allreduce: each rank sends 2(P-1)/P of the buffer.
+int64_t RingBytes(int64_t bytes, int p) { return p <= 1 ? 0 : bytes * 2 * (p - 1) / p; }
+
+double Norm(double l2, bool global) { return global ? l2 * l2 : l2; }
+
+}  // namespace
+
+bool SendsCompressed(const TensorSpec& spec, double theta, const PlanOptions& options) {
+  if (!Compressible(spec, options.compressor) || !(theta > 1.0)) return false;
+  const int p = options.world_nodes;
+  if (p <= 1) return false;
+  const int64_t n = Elements(spec.shape);
+  double payload;
+  if (options.compressor->is_dense()) {
+    payload = 2.0 * n;
+  } else {
+    const double per = options.compressor->name() == "randomk" ? 4.0 : 8.0;
+    payload = per * kernels::KeepCount(n, theta);
+  }
+  return payload * (p - 1) < 2.0 * (p - 1) / p * n * 4.0;
+}
+
+std::vector<Group> PlanGroups(const std::vector<ReadyTensor>& ready, const PlanOptions& options) {
+  using Key = std::tuple<int, int, int, bool, double, int64_t, int64_t>;
+  std::vector<Group> groups;
+  std::vector<std::pair<Key, size_t>> open;  // key -> index into groups
+  std::vector<size_t> group_bytes;
+  for (size_t i = 0; i < ready.size(); ++i) {
+    const TensorSpec& s = ready[i].spec;
+    if (s.kind != CollectiveKind::kAllreduce) {
+      groups.push_back(
+          {s.kind == CollectiveKind::kAllgather ? GroupMode::kAllgather : GroupMode::kBroadcast,
+           1.0,
+           {i}});
+      group_bytes.push_back(0);
+      continue;
+    }
+    const double theta = ready[i].decision.theta;
+    const bool sparse = SendsCompressed(s, theta, options);
+    const Key key{sparse ? 1 : 0, static_cast<int>(s.dtype), static_cast<int>(s.reduce_op),
+                  s.compress,     sparse ? theta : 1.0,      ready[i].decision.epoch,
+                  s.step};
+    const size_t bytes = Elements(s.shape) * DataTypeSize(s.dtype);
+    size_t g = groups.size();
+    for (const auto& [k, index] : open) {
+      if (k == key && group_bytes[index] + bytes <= options.fusion_threshold_bytes) g = index;
+    }
+    if (g == groups.size()) {
+      groups.push_back({sparse ? GroupMode::kSparseAllreduce : GroupMode::kDenseAllreduce,
+                        sparse ? theta : 1.0,
+                        {}});
+      group_bytes.push_back(0);
+      open.emplace_back(key, g);
+    }
+    groups[g].members.push_back(i);
+    group_bytes[g] += bytes;
+  }
+  return groups;
+}
+
+absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(
+    ExecutorOptions options, collectives::Communicator* comm,
+    std::unique_ptr<kernels::Compressor> compressor, StatsSink* stats) {
+  std::unique_ptr<Executor> e(new Executor(std::move(options), comm, std::move(compressor), stats));
+  if (!e->options_.step_log_path.empty()) {
+    e->step_log_ = std::fopen(e->options_.step_log_path.c_str(), "a");
+    if (e->step_log_ == nullptr) {
+      return absl::InvalidArgumentError(absl::StrFormat("engine: cannot open step log '%s': %s",
+                                                        e->options_.step_log_path,
+                                                        std::strerror(errno)));
+    }
+  }
+  return e;
+}
+
+Executor::Executor(ExecutorOptions options, collectives::Communicator* comm,
+                   std::unique_ptr<kernels::Compressor> compressor, StatsSink* stats)
+    : options_(std::move(options)),
+      comm_(comm),
+      compressor_(std::move(compressor)),
+      stats_(stats) {}
+
+Executor::~Executor() {
+  if (step_log_ != nullptr) std::fclose(step_log_);
+}
+
+int Executor::world_size() const {
+  int w = 0;
+  for (const NodeLayout& l : options_.layout) w += l.local_count;
+  return std::max(1, w);
+}
+
+std::vector<float> Executor::Residual(const std::string& name) const {
+  auto it = residuals_.find(name);
+  if (it == residuals_.end()) return {};
+  return std::vector<float>(it->second.residual().begin(), it->second.residual().end());
+}
+
+kernels::cpu::ErrorFeedback& Executor::ResidualFor(const std::string& name, int64_t n) {
+  auto it = residuals_.find(name);
+  if (it == residuals_.end() || it->second.size() != n) {
+    if (it != residuals_.end()) residuals_.erase(it);
+    it = residuals_.emplace(name, kernels::cpu::ErrorFeedback(n)).first;
+  }
+  return it->second;
+}
+
+absl::Status Executor::Compensate(const WorkItem& item, Compensated* c) {
+  const TensorSpec& s = item.ready.spec;
+  const int64_t n = Elements(s.shape);
+  const auto g = absl::MakeConstSpan(reinterpret_cast<const float*>(item.tensor->data.data()), n);
+  c->p.resize(n);
+  RETURN_IF_ERROR(ResidualFor(s.name, n).Compensate(g, absl::MakeSpan(c->p)));
+  const kernels::CompressContext ctx{s.name, s.step, options_.job.job_seed};
+  const double theta_min = options_.job.theta_min, theta_c = item.ready.decision.theta_candidate;
+  if (theta_c >= theta_min && theta_min >= 1.0) {
+    return kernels::CompressMultiLevel(*compressor_, c->p, theta_min, theta_c, ctx, &c->levels);
+  }
+  RETURN_IF_ERROR(compressor_->Compress(c->p, theta_min, ctx, &c->levels.at_min));
+  RETURN_IF_ERROR(
+      compressor_->Compress(c->p, std::max(1.0, theta_c), ctx, &c->levels.at_candidate));
+  c->levels.norm_min = kernels::L2Norm(c->levels.at_min);
+  c->levels.norm_candidate = kernels::L2Norm(c->levels.at_candidate);
+  return absl::OkStatus();
+}
+
+Executor::StepStats* Executor::StatsFor(const WorkItem& item) {
+  const int64_t step = item.ready.spec.step;
+  if (step < 0 || step <= last_reported_step_) return nullptr;
+  ReportStepsBefore(step);
+  auto [it, inserted] = steps_.try_emplace(step);
+  StepStats& st = it->second;
+  if (inserted) {
+    st.stats.node_rank = options_.node_rank;
+    st.stats.step = step;
+    st.stats.theta_used = 1.0;
+    st.stats.theta_candidate = item.ready.decision.theta_candidate;
+    st.stats.decision_epoch = item.ready.decision.epoch;
+    st.first_ns = item.start_ns;
+  }
+  st.first_ns = std::min(st.first_ns, item.start_ns);
+  st.last_ns = absl::GetCurrentTimeNanos();
+  st.stats.samples = std::max(st.stats.samples, item.tensor->samples);
+  return &st;
+}
+
+void Executor::AddNorms(const WorkItem& item, const Compensated& c) {
+  StepStats* st = StatsFor(item);
+  if (st == nullptr) return;
+  const bool global = options_.job.global_norm;
+  const int64_t n = Elements(item.ready.spec.shape);
+  const auto g = absl::MakeConstSpan(reinterpret_cast<const float*>(item.tensor->data.data()), n);
+  st->stats.n_g += Norm(kernels::L2Norm(g), global);
+  st->stats.n_min += Norm(c.levels.norm_min, global);
+  st->stats.n_c += Norm(c.levels.norm_candidate, global);
+}
+
+void Executor::ReportStepsBefore(int64_t step) {
+  while (!steps_.empty() && steps_.begin()->first < step) {
+    auto it = steps_.begin();
+    auto next = std::next(it);
+    const int64_t end_ns = next != steps_.end() ? next->second.first_ns : it->second.last_ns;
+    NodeStepStats s = it->second.stats;
+    s.step_seconds = std::max<int64_t>(0, end_ns - it->second.first_ns) * 1e-9;
+    if (it->second.any_sparse) s.theta_used = it->second.stats.theta_used;
+    last_reported_step_ = std::max(last_reported_step_, it->first);
+    steps_.erase(it);
+    if (stats_ != nullptr) stats_->Report(s);
+  }
+}
+
+void Executor::Flush() { ReportStepsBefore(INT64_MAX); }
+
+void Executor::LogGroup(const Group& group, const std::vector<WorkItem>& items, double theta,
+                        const char* collective) {
+  if (step_log_ == nullptr) return;
+  std::vector<std::string> names;
+  for (size_t i : group.members) names.push_back(items[i].ready.spec.name);
+  const WorkItem& first = items[group.members.front()];
+  const std::string line =
+      absl::StrFormat("step=%d epoch=%d theta=%g collective=%s tensors=%s\n", first.ready.spec.step,
+                      first.ready.decision.epoch, theta, collective, absl::StrJoin(names, ","));
+  std::fwrite(line.data(), 1, line.size(), step_log_);
+  std::fflush(step_log_);
+}
+
+absl::Status Executor::Run(const Group& group, std::vector<WorkItem>& items,
+                           std::vector<TensorResult>* results) {
+  for (size_t i : group.members) {
+    TensorResult& r = (*results)[i];
+    r.decision_epoch = items[i].ready.decision.epoch;
+    r.theta = 1.0;
+    const TensorSpec& spec = items[i].ready.spec;
+    StepStats* st = StatsFor(items[i]);
+    if (st != nullptr && spec.kind == CollectiveKind::kAllreduce) {
+      st->stats.bytes_dense +=
+          RingBytes(Elements(spec.shape) * DataTypeSize(spec.dtype), comm_->size());
+    }
+  }
+  switch (group.mode) {
+    case GroupMode::kDenseAllreduce:
+      LogGroup(group, items, 1.0, "dense_allreduce");
+      return RunDense(group, items, results);
+    case GroupMode::kSparseAllreduce:
+      LogGroup(group, items, group.theta, "sparse_allgather");
+      return RunSparse(group, items, results);
+    case GroupMode::kAllgather:
+      LogGroup(group, items, 1.0, "allgather");
+      return RunAllgather(items[group.members[0]], &(*results)[group.members[0]]);
+    case GroupMode::kBroadcast:
+      LogGroup(group, items, 1.0, "broadcast");
+      return RunBroadcast(items[group.members[0]], &(*results)[group.members[0]]);
+  }
+  return absl::InternalError("engine: unknown group mode");
+}
+
+absl::Status Executor::RunDense(const Group& group, std::vector<WorkItem>& items,
+                                std::vector<TensorResult>* results) {
+  const TensorSpec& first = items[group.members.front()].ready.spec;
+  const DataType type = first.dtype;
+  const size_t elem = DataTypeSize(type);
+  size_t total = 0;
+  for (size_t i : group.members) total += items[i].tensor->data.size();
+  std::vector<uint8_t> buffer(total);
+  size_t offset = 0;
+  for (size_t i : group.members) {
+    WorkItem& item = items[i];
+    const std::vector<uint8_t>& g = item.tensor->data;
+    if (Compressible(item.ready.spec, compressor_.get())) {
+      // A dense step of a compressed tensor sends p = g + e and clears e.
+      Compensated c;
+      absl::Status s = Compensate(item, &c);
+      if (s.ok()) {
+        AddNorms(item, c);
+        std::memcpy(buffer.data() + offset, c.p.data(), g.size());
+        ResidualFor(item.ready.spec.name, static_cast<int64_t>(c.p.size())).Clear();
+      } else {
+        // Non-finite input: sent as is (the sum carries the NaN to every node), residual kept.
+        StatsFor(item);
+        if (!g.empty()) std::memcpy(buffer.data() + offset, g.data(), g.size());
+      }
+    } else {
+      StatsFor(item);
+      if (!g.empty()) std::memcpy(buffer.data() + offset, g.data(), g.size());
+    }
+    if (StepStats* st = StatsFor(item)) st->stats.bytes_sent += RingBytes(g.size(), comm_->size());
+    offset += g.size();
+  }
+  RETURN_IF_ERROR(comm_->Allreduce(buffer.data(), buffer.data(), total / elem, type,
+                                   collectives::ReduceOp::kSum));
+  offset = 0;
+  for (size_t i : group.members) {
+    TensorResult& r = (*results)[i];
+    const size_t bytes = items[i].tensor->data.size();
+    r.data.assign(buffer.begin() + offset, buffer.begin() + offset + bytes);
+    if (items[i].ready.spec.reduce_op == collectives::ReduceOp::kAverage) {
+      collectives::DivideInPlace(type, r.data.data(), bytes / elem, world_size());
+    }
+    r.collective = "dense_allreduce";
+    offset += bytes;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Executor::RunSparse(const Group& group, std::vector<WorkItem>& items,
+                                 std::vector<TensorResult>* results) {
+  // Payload: per member, u8 ok, then the wire encoding (u64 size + bytes) or an error string.
+  std::vector<uint8_t> payload;
+  ByteWriter w(&payload);
+  std::vector<uint8_t> encoded;
+  kernels::Compressed other;
+  for (size_t i : group.members) {
+    WorkItem& item = items[i];
+    const TensorSpec& s = item.ready.spec;
+    Compensated c;
+    absl::Status status = Compensate(item, &c);
+    const kernels::Compressed* sent = nullptr;
+    if (status.ok()) {
+      AddNorms(item, c);
+      if (group.theta == options_.job.theta_min) {
+        sent = &c.levels.at_min;
+      } else if (group.theta == item.ready.decision.theta_candidate) {
+        sent = &c.levels.at_candidate;
+      } else {
+        status = compressor_->Compress(c.p, group.theta, {s.name, s.step, options_.job.job_seed},
+                                       &other);
+        sent = &other;
+      }
+    }
+    if (status.ok()) status = ResidualFor(s.name, c.p.size()).Update(c.p, *sent);
+    if (status.ok()) status = kernels::Encode(*sent, &encoded);
+    if (status.ok()) {
+      w.Put<uint8_t>(1);
+      w.Put<uint64_t>(encoded.size());
+      w.PutBytes(encoded.data(), encoded.size());
+    } else {
+      w.Put<uint8_t>(0);
+      w.PutString(std::string(status.message()));
+      StatsFor(item);
+    }
+    if (StepStats* st = StatsFor(item)) {
+      st->any_sparse = true;
+      st->stats.theta_used = group.theta;
+    }
+  }
+  std::vector<uint8_t> recv;
+  std::vector<size_t> sizes;
+  RETURN_IF_ERROR(comm_->AllgathervAnySize(payload, &recv, &sizes));
+  const int p = comm_->size();
+  const int64_t sent_bytes =
+      p <= 1 ? 0 : static_cast<int64_t>(recv.size() - sizes[(comm_->rank() + 1) % p]);
+  if (StepStats* st = StatsFor(items[group.members.front()])) st->stats.bytes_sent += sent_bytes;
+
+  std::vector<std::vector<float>> sums(group.members.size());
+  std::vector<std::string> errors(group.members.size());
+  for (size_t m = 0; m < group.members.size(); ++m) {
+    sums[m].assign(Elements(items[group.members[m]].ready.spec.shape), 0.0f);
+  }
+  size_t offset = 0;
+  kernels::Compressed part;
+  for (int n = 0; n < p; ++n) {
+    ByteReader r(absl::MakeConstSpan(recv).subspan(offset, sizes[n]));
+    offset += sizes[n];
+    const int nodes[] = {n};
+    for (size_t m = 0; m < group.members.size(); ++m) {
+      const std::string& name = items[group.members[m]].ready.spec.name;
+      const uint8_t ok = r.Get<uint8_t>();
+      absl::Status status;
+      if (!r.ok()) {
+        status = absl::DataLossError("truncated exchange payload");
+      } else if (ok == 0) {
+        status = absl::InvalidArgumentError(r.GetString());
+      } else {
+        const uint64_t size = r.Get<uint64_t>();
+        status = kernels::Decode(r.GetBytes(size), &part);
+        if (status.ok()) status = kernels::cpu::DecompressAdd(part, 1.0f, absl::MakeSpan(sums[m]));
+      }
+      if (!status.ok() && errors[m].empty()) {
+        errors[m] = absl::StrFormat("tensor '%s': ranks %s: %s", name,
+                                    FormatRanks(options_.layout, nodes), status.message());
+      }
+    }
+  }
+  const float world = static_cast<float>(world_size());
+  for (size_t m = 0; m < group.members.size(); ++m) {
+    const size_t i = group.members[m];
+    TensorResult& r = (*results)[i];
+    r.collective = "sparse_allgather";
+    r.theta = group.theta;
+    if (!errors[m].empty()) {
+      r.status = absl::InvalidArgumentError(errors[m]);
+      continue;
+    }
+    if (items[i].ready.spec.reduce_op == collectives::ReduceOp::kAverage) {
+      for (float& v : sums[m]) v /= world;
+    }
+    r.data.resize(sums[m].size() * sizeof(float));
+    if (!r.data.empty()) std::memcpy(r.data.data(), sums[m].data(), r.data.size());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Executor::RunAllgather(WorkItem& item, TensorResult* result) {
+  std::vector<uint8_t> payload;
+  ByteWriter w(&payload);
+  w.Put<uint32_t>(static_cast<uint32_t>(item.tensor->first_dims.size()));
+  for (int64_t d : item.tensor->first_dims) w.Put<int64_t>(d);
+  w.PutBytes(item.tensor->data.data(), item.tensor->data.size());
+  std::vector<uint8_t> recv;
+  std::vector<size_t> sizes;
+  RETURN_IF_ERROR(comm_->AllgathervAnySize(payload, &recv, &sizes));
+  result->collective = "allgather";
+  size_t offset = 0;
+  for (size_t n = 0; n < sizes.size(); ++n) {
+    ByteReader r(absl::MakeConstSpan(recv).subspan(offset, sizes[n]));
+    offset += sizes[n];
+    const uint32_t count = r.Get<uint32_t>();
+    for (uint32_t j = 0; j < count && r.ok(); ++j) result->first_dims.push_back(r.Get<int64_t>());
+    const size_t header = 4 + 8 * static_cast<size_t>(count);
+    if (!r.ok() || sizes[n] < header) {
+      const int nodes[] = {static_cast<int>(n)};
+      result->status = absl::DataLossError(
+          absl::StrFormat("tensor '%s': ranks %s: malformed allgather block", item.ready.spec.name,
+                          FormatRanks(options_.layout, nodes)));
+      result->first_dims.clear();
+      return absl::OkStatus();
+    }
+    absl::Span<const uint8_t> data = r.GetBytes(sizes[n] - header);
+    result->data.insert(result->data.end(), data.begin(), data.end());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Executor::RunBroadcast(WorkItem& item, TensorResult* result) {
+  const int root = item.ready.spec.root_rank;
+  int root_node = -1;
+  for (size_t n = 0; n < options_.layout.size(); ++n) {
+    const NodeLayout& l = options_.layout[n];
+    if (root >= l.first_rank && root < l.first_rank + l.local_count)
+      root_node = static_cast<int>(n);
+  }
+  result->collective = "broadcast";
+  if (root_node < 0) {
+    result->status = absl::InvalidArgumentError(
+        absl::StrFormat("tensor '%s': root_rank %d is not a rank of the job (world size %d)",
+                        item.ready.spec.name, root, world_size()));
+    return absl::OkStatus();
+  }
+  result->data = std::move(item.tensor->data);
+  return comm_->Broadcast(result->data.data(), result->data.size(), root_node);
+}
+
+}  // namespace gravac::daemon::internal

@@ -1,0 +1,145 @@
+// The engine's execution side: PlanGroups turns a cycle's ready tensors into fused groups (the
+// same on every node, since it only reads agreed values), and Executor runs one group over the
+// Communicator: dense ring allreduce, compressed exchange with error feedback (sparse allgather
+// of each node's compressed tensors), allgather and broadcast. It keeps the error-feedback
+// residuals (one per tensor name), writes the step log, and accumulates the per-step statistics
+// it hands to the StatsSink once a later step starts (or at Flush).
+//
+// Dense vs sparse, per tensor, from agreed values only: a tensor is compressed when it is an fp32
+// allreduce with compress = true, the job has a compressor, the step's θ > 1, and the compressed
+// message is smaller than a dense ring's share: k·b·(P−1) < 2(P−1)/P·n·4 with k = KeepCount(n, θ),
+// b = 8 bytes per element (fp32 value + int32 index; 4 for randomk, whose indices are implicit;
+// 2 per dense element for the fp16/bf16 casts). A dense step of such a tensor sends p = g + e and
+// clears e, and still measures N_min and N_c (the policy needs them to leave dense again).
+//
+// Statistics (GRAVAC.md): N_g, N_min, N_c are sums over the step's compressible tensors of
+// ‖g‖, ‖C_θmin(g+e)‖, ‖C_θc(g+e)‖ (JobConfig::global_norm: sums of squared norms instead, so
+// nodes can add them); bytes_sent counts this node's data-plane payload for the step's allreduces
+// (ring allreduce: 2(P−1)/P of the buffer; ring allgather: every block but the right
+// neighbour's); bytes_dense what a dense ring allreduce of the same tensors would send.
+//
+// Thread-safety: not thread-safe; owned by the engine thread. Run blocks in the collectives.
+#ifndef GRAVAC_DAEMON_ENGINE_EXECUTOR_H_
+#define GRAVAC_DAEMON_ENGINE_EXECUTOR_H_
+
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/logging.h"
+#include "daemon/collectives/communicator.h"
+#include "daemon/engine/negotiation.h"
+#include "daemon/engine/types.h"
+#include "kernels/compressor.h"
+#include "kernels/cpu/error_feedback.h"
+#include "kernels/multilevel.h"
+
+namespace gravac::daemon::internal {
+
+enum class GroupMode { kDenseAllreduce, kSparseAllreduce, kAllgather, kBroadcast };
+
+struct Group {
+  GroupMode mode = GroupMode::kDenseAllreduce;
+  double theta = 1.0;           // sparse: the θ the group is sent at
+  std::vector<size_t> members;  // indices into the cycle's ready tensors, in order
+};
+
+struct PlanOptions {
+  int world_nodes = 1;
+  size_t fusion_threshold_bytes = 64 << 20;
+  const kernels::Compressor* compressor = nullptr;  // nullptr: everything dense
+};
+
+// True when `spec` at `theta` would travel compressed (see the header comment).
+bool SendsCompressed(const TensorSpec& spec, double theta, const PlanOptions& options);
+
+std::vector<Group> PlanGroups(const std::vector<ReadyTensor>& ready, const PlanOptions& options);
+
+// One ready tensor with this node's data.
+struct WorkItem {
+  ReadyTensor ready;
+  NodeTensor* tensor = nullptr;  // this node's, owned by the engine
+  int64_t start_ns = 0;          // when the tensor's first worker posted it on this node
+};
+
+struct ExecutorOptions {
+  int node_rank = 0;
+  std::vector<NodeLayout> layout;
+  JobConfig job;
+  std::string step_log_path;
+  Logger* log = nullptr;
+};
+
+class Executor {
+ public:
+  // compressor may be null (job compressor "none"); comm, stats must outlive the Executor.
+  static absl::StatusOr<std::unique_ptr<Executor>> Create(
+      ExecutorOptions options, collectives::Communicator* comm,
+      std::unique_ptr<kernels::Compressor> compressor, StatsSink* stats);
+  ~Executor();
+
+  const kernels::Compressor* compressor() const { return compressor_.get(); }
+
+  // Runs `group`; fills (*results)[i] for each member i of the group (results sized like
+  // items). Per-tensor failures (e.g. a non-finite gradient on some node) go into the results;
+  // the returned status is not OK only when the communicator failed (fatal for the engine).
+  absl::Status Run(const Group& group, std::vector<WorkItem>& items,
+                   std::vector<TensorResult>* results);
+
+  // Reports every step not reported yet (at shutdown).
+  void Flush();
+
+  // The residual of a tensor (tests); empty when none.
+  std::vector<float> Residual(const std::string& name) const;
+
+ private:
+  struct StepStats {
+    NodeStepStats stats;
+    int64_t first_ns = 0;
+    int64_t last_ns = 0;
+    bool any_sparse = false;
+  };
+
+  Executor(ExecutorOptions options, collectives::Communicator* comm,
+           std::unique_ptr<kernels::Compressor> compressor, StatsSink* stats);
+
+  absl::Status RunDense(const Group& group, std::vector<WorkItem>& items,
+                        std::vector<TensorResult>* results);
+  absl::Status RunSparse(const Group& group, std::vector<WorkItem>& items,
+                         std::vector<TensorResult>* results);
+  absl::Status RunAllgather(WorkItem& item, TensorResult* result);
+  absl::Status RunBroadcast(WorkItem& item, TensorResult* result);
+
+  // p = g + e for a compressible tensor, and the norms of the step's statistics. On error the
+  // residual is unchanged.
+  struct Compensated {
+    std::vector<float> p;
+    kernels::MultiLevelResult levels;
+  };
+  absl::Status Compensate(const WorkItem& item, Compensated* c);
+  kernels::cpu::ErrorFeedback& ResidualFor(const std::string& name, int64_t n);
+  StepStats* StatsFor(const WorkItem& item);
+  void AddNorms(const WorkItem& item, const Compensated& c);
+  void ReportStepsBefore(int64_t step);
+  void LogGroup(const Group& group, const std::vector<WorkItem>& items, double theta,
+                const char* collective);
+  int world_size() const;
+
+  ExecutorOptions options_;
+  collectives::Communicator* comm_;
+  std::unique_ptr<kernels::Compressor> compressor_;
+  StatsSink* stats_;
+  std::FILE* step_log_ = nullptr;
+  std::map<std::string, kernels::cpu::ErrorFeedback> residuals_;
+  std::map<int64_t, StepStats> steps_;
+  int64_t last_reported_step_ = -1;
+};
+
+}  // namespace gravac::daemon::internal
+
+#endif  // GRAVAC_DAEMON_ENGINE_EXECUTOR_H_

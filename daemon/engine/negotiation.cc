@@ -1,0 +1,454 @@
+#include "daemon/engine/negotiation.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "core/absl_compat.h"
+#include "core/status.h"
+#include "daemon/engine/bytes.h"
+
+namespace gravac::daemon::internal {
+namespace {
+
+constexpr uint32_t kMagic = 0x474e4547;  // "GENG"
+constexpr uint8_t kVersion = 1;
+constexpr size_t kMaxStepDecisions = 4096;
+
+enum EntryFlags : uint8_t { kCached = 1, kHasError = 2 };
+enum MessageFlags : uint8_t { kFailed = 1, kShutdown = 2, kGiveUp = 4, kGiveUpMovedOn = 8 };
+
+void PutSpec(ByteWriter& w, const TensorSpec& s) {
+  w.PutString(s.name);
+  w.Put<uint8_t>(static_cast<uint8_t>(s.kind));
+  w.Put<uint8_t>(static_cast<uint8_t>(s.dtype));
+  w.Put<uint8_t>(static_cast<uint8_t>(s.reduce_op));
+  w.Put<uint8_t>(s.compress ? 1 : 0);
+  w.Put<int32_t>(s.root_rank);
+  w.Put<uint32_t>(static_cast<uint32_t>(s.shape.size()));
+  for (int64_t d : s.shape) w.Put<int64_t>(d);
+}
+
+absl::Status GetSpec(ByteReader& r, TensorSpec* s) {
+  s->name = r.GetString();
+  const uint8_t kind = r.Get<uint8_t>(), dtype = r.Get<uint8_t>(), op = r.Get<uint8_t>();
+  s->compress = r.Get<uint8_t>() != 0;
+  s->root_rank = r.Get<int32_t>();
+  const uint32_t ndim = r.Get<uint32_t>();
+  if (!r.ok() || ndim > 64 || kind < 1 || kind > 3 ||
+      dtype > static_cast<uint8_t>(collectives::DataType::kUInt8) || op > 1) {
+    return absl::DataLossError(
+        absl::StrFormat("engine: malformed tensor spec in a negotiation message ('%s')", s->name));
+  }
+  s->kind = static_cast<CollectiveKind>(kind);
+  s->dtype = static_cast<collectives::DataType>(dtype);
+  s->reduce_op = static_cast<collectives::ReduceOp>(op);
+  s->shape.resize(ndim);
+  for (auto& d : s->shape) d = r.Get<int64_t>();
+  return absl::OkStatus();
+}
+
+std::string_view KindName(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::kAllreduce:
+      return "allreduce";
+    case CollectiveKind::kAllgather:
+      return "allgather";
+    case CollectiveKind::kBroadcast:
+      return "broadcast";
+  }
+  return "?";
+}
+
+std::string ShapeString(const std::vector<int64_t>& shape, bool skip_first) {
+  std::vector<std::string> dims;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    dims.push_back(i == 0 && skip_first ? "*" : absl::StrCat(shape[i]));
+  }
+  return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
+}
+
+}  // namespace
+
+std::vector<uint8_t> EncodeMessage(const NodeMessage& m) {
+  std::vector<uint8_t> out;
+  ByteWriter w(&out);
+  w.Put<uint32_t>(kMagic);
+  w.Put<uint8_t>(kVersion);
+  const JobDecision& d = m.decision;
+  w.Put<int64_t>(d.epoch);
+  w.Put<int64_t>(d.first_step);
+  w.Put<double>(d.theta);
+  w.Put<double>(d.theta_candidate);
+  w.Put<uint8_t>(d.searching ? 1 : 0);
+  w.PutString(d.phase);
+  w.Put<double>(d.gain_min);
+  w.Put<double>(d.gain_c);
+  w.Put<uint8_t>((m.failed ? kFailed : 0) | (m.shutdown ? kShutdown : 0) |
+                 (m.give_up ? kGiveUp : 0) | (m.give_up_moved_on ? kGiveUpMovedOn : 0));
+  if (m.failed) {
+    w.Put<uint32_t>(static_cast<uint32_t>(m.failure_code));
+    w.PutString(m.failure_message);
+  }
+  w.Put<uint32_t>(static_cast<uint32_t>(m.ready.size()));
+  for (const ReadyEntry& e : m.ready) {
+    w.Put<uint8_t>((e.cached ? kCached : 0) | (e.error.empty() ? 0 : kHasError));
+    if (e.cached) {
+      w.Put<uint32_t>(e.cache_id);
+    } else {
+      PutSpec(w, e.spec);
+    }
+    w.Put<int64_t>(e.spec.step);
+    w.Put<int64_t>(e.spec.samples);
+    if (!e.error.empty()) w.PutString(e.error);
+  }
+  return out;
+}
+
+absl::StatusOr<NodeMessage> DecodeMessage(absl::Span<const uint8_t> bytes) {
+  ByteReader r(bytes);
+  NodeMessage m;
+  if (r.Get<uint32_t>() != kMagic || r.Get<uint8_t>() != kVersion) {
+    return absl::DataLossError("engine: negotiation message with a bad magic or version");
+  }
+  JobDecision& d = m.decision;
+  d.epoch = r.Get<int64_t>();
+  d.first_step = r.Get<int64_t>();
+  d.theta = r.Get<double>();
+  d.theta_candidate = r.Get<double>();
+  d.searching = r.Get<uint8_t>() != 0;
+  d.phase = r.GetString();
+  d.gain_min = r.Get<double>();
+  d.gain_c = r.Get<double>();
+  const uint8_t flags = r.Get<uint8_t>();
+  m.failed = flags & kFailed;
+  m.shutdown = flags & kShutdown;
+  m.give_up = flags & kGiveUp;
+  m.give_up_moved_on = flags & kGiveUpMovedOn;
+  if (m.failed) {
+    m.failure_code = static_cast<absl::StatusCode>(r.Get<uint32_t>());
+    m.failure_message = r.GetString();
+    if (m.failure_code == absl::StatusCode::kOk) m.failure_code = absl::StatusCode::kUnknown;
+  }
+  const uint32_t n = r.Get<uint32_t>();
+  if (!r.ok()) return absl::DataLossError("engine: truncated negotiation message");
+  for (uint32_t i = 0; i < n && r.ok(); ++i) {
+    ReadyEntry e;
+    const uint8_t f = r.Get<uint8_t>();
+    e.cached = f & kCached;
+    if (e.cached) {
+      e.cache_id = r.Get<uint32_t>();
+    } else {
+      RETURN_IF_ERROR(GetSpec(r, &e.spec));
+    }
+    e.spec.step = r.Get<int64_t>();
+    e.spec.samples = r.Get<int64_t>();
+    if (f & kHasError) e.error = r.GetString();
+    m.ready.push_back(std::move(e));
+  }
+  if (!r.ok() || !r.done()) return absl::DataLossError("engine: malformed negotiation message");
+  return m;
+}
+
+std::string FormatRanks(absl::Span<const NodeLayout> layout, absl::Span<const int> nodes) {
+  std::vector<std::pair<int, int>> ranges;  // [first, last]
+  for (int n : nodes) {
+    if (n < 0 || n >= static_cast<int>(layout.size())) continue;
+    const int first = layout[n].first_rank, last = first + std::max(1, layout[n].local_count) - 1;
+    ranges.emplace_back(first, last);
+  }
+  std::sort(ranges.begin(), ranges.end());
+  std::vector<std::pair<int, int>> merged;
+  for (const auto& r : ranges) {
+    if (!merged.empty() && r.first <= merged.back().second + 1) {
+      merged.back().second = std::max(merged.back().second, r.second);
+    } else {
+      merged.push_back(r);
+    }
+  }
+  std::vector<std::string> parts;
+  for (const auto& [a, b] : merged) {
+    parts.push_back(a == b ? absl::StrCat(a) : absl::StrCat(a, "-", b));
+  }
+  return absl::StrJoin(parts, ",");
+}
+
+std::string FormatNode(absl::Span<const NodeLayout> layout, int node) {
+  const int nodes[] = {node};
+  return absl::StrFormat("node %d (ranks %s)", node, FormatRanks(layout, nodes));
+}
+
+Negotiator::Negotiator(int node_rank, std::vector<NodeLayout> layout)
+    : node_rank_(node_rank), layout_(std::move(layout)), max_step_listed_(layout_.size(), -1) {}
+
+std::string Negotiator::CacheKey(const TensorSpec& s) {
+  std::vector<uint8_t> bytes;
+  ByteWriter w(&bytes);
+  TensorSpec key = s;
+  if (key.kind == CollectiveKind::kAllgather && !key.shape.empty()) key.shape[0] = 0;
+  PutSpec(w, key);
+  return std::string(bytes.begin(), bytes.end());
+}
+
+ReadyEntry Negotiator::MakeEntry(const TensorSpec& spec, std::string error) const {
+  ReadyEntry e;
+  e.spec = spec;
+  e.error = std::move(error);
+  auto it = cache_ids_.find(CacheKey(spec));
+  if (it != cache_ids_.end()) {
+    e.cached = true;
+    e.cache_id = it->second;
+  }
+  return e;
+}
+
+JobDecision Negotiator::DecisionForStep(int64_t step, const JobDecision& agreed) {
+  if (step < 0) return agreed;
+  auto [it, inserted] = step_decisions_.emplace(step, agreed);
+  while (step_decisions_.size() > kMaxStepDecisions) step_decisions_.erase(step_decisions_.begin());
+  return it->second;
+}
+
+std::string Negotiator::CheckAgreement(const std::string& name, const Pending& p) const {
+  const int P = static_cast<int>(p.per_node.size());
+  const TensorSpec& ref = p.per_node[0]->spec;
+  using Getter = std::string (*)(const TensorSpec&);
+  struct Field {
+    const char* name;
+    Getter get;
+  };
+  static constexpr Field kFields[] = {
+      {"kind", [](const TensorSpec& s) { return std::string(KindName(s.kind)); }},
+      {"dtype",
+       [](const TensorSpec& s) { return std::string(collectives::DataTypeName(s.dtype)); }},
+      {"shape",
+       [](const TensorSpec& s) {
+         return ShapeString(s.shape, s.kind == CollectiveKind::kAllgather);
+       }},
+      {"op",
+       [](const TensorSpec& s) {
+         return s.kind == CollectiveKind::kAllreduce
+                    ? std::string(collectives::ReduceOpName(s.reduce_op))
+                    : std::string("-");
+       }},
+      {"root_rank",
+       [](const TensorSpec& s) {
+         return s.kind == CollectiveKind::kBroadcast ? absl::StrCat(s.root_rank) : std::string("-");
+       }},
+      {"compress",
+       [](const TensorSpec& s) {
+         return s.kind == CollectiveKind::kAllreduce ? std::string(s.compress ? "true" : "false")
+                                                     : std::string("-");
+       }},
+      {"step", [](const TensorSpec& s) { return absl::StrCat(s.step); }},
+  };
+  for (const Field& field : kFields) {
+    const std::string want = field.get(ref);
+    int first_diff = -1;
+    std::string got;
+    for (int n = 1; n < P && first_diff < 0; ++n) {
+      std::string v = field.get(p.per_node[n]->spec);
+      if (v != want) {
+        first_diff = n;
+        got = std::move(v);
+      }
+    }
+    if (first_diff < 0) continue;
+    std::vector<int> same_as_diff, same_as_ref;
+    for (int n = 0; n < P; ++n) {
+      const std::string v = field.get(p.per_node[n]->spec);
+      if (v == got) same_as_diff.push_back(n);
+      if (v == want) same_as_ref.push_back(n);
+    }
+    return absl::StrFormat("tensor '%s': %s %s on ranks %s differs from %s on ranks %s", name,
+                           field.name, got, FormatRanks(layout_, same_as_diff), want,
+                           FormatRanks(layout_, same_as_ref));
+  }
+  return "";
+}
+
+std::string Negotiator::MissingMessage(const std::string& name, const Pending& p,
+                                       std::string_view why) const {
+  std::vector<int> listed, missing;
+  int64_t step = -1;
+  for (int n = 0; n < static_cast<int>(p.per_node.size()); ++n) {
+    if (p.per_node[n].has_value()) {
+      listed.push_back(n);
+      step = p.per_node[n]->spec.step;
+    } else {
+      missing.push_back(n);
+    }
+  }
+  return absl::StrFormat("tensor '%s' (step %d): name missing on ranks %s (%s); posted on ranks %s",
+                         name, step, FormatRanks(layout_, missing), why,
+                         FormatRanks(layout_, listed));
+}
+
+absl::StatusOr<CycleOutcome> Negotiator::Process(absl::Span<const NodeMessage> messages,
+                                                 absl::Time now) {
+  const int P = static_cast<int>(layout_.size());
+  if (static_cast<int>(messages.size()) != P) {
+    return absl::InternalError(
+        absl::StrFormat("engine: %d negotiation messages for %d nodes", messages.size(), P));
+  }
+  CycleOutcome out;
+  out.agreed = messages[0].decision;
+  bool shutdown = true, give_up = false, moved_on = false;
+  for (int n = 0; n < P; ++n) {
+    const NodeMessage& m = messages[n];
+    if (m.decision.epoch < out.agreed.epoch) out.agreed = m.decision;
+    shutdown = shutdown && m.shutdown;
+    give_up = give_up || m.give_up;
+    moved_on = moved_on || m.give_up_moved_on;
+    if (m.failed && out.job_failure.ok()) {
+      out.job_failure = absl::Status(m.failure_code, m.failure_message);
+    }
+  }
+  out.shutdown = shutdown;
+  if (!out.job_failure.ok()) {
+    pending_.clear();
+    return out;
+  }
+
+  bool progress = false;
+  for (int n = 0; n < P; ++n) {
+    for (const ReadyEntry& entry : messages[n].ready) {
+      ReadyEntry e = entry;
+      if (e.cached) {
+        if (e.cache_id >= cache_specs_.size()) {
+          return absl::DataLossError(
+              absl::StrFormat("engine: %s listed unknown response-cache id %d",
+                              FormatNode(layout_, n), e.cache_id));
+        }
+        const int64_t step = e.spec.step, samples = e.spec.samples;
+        e.spec = cache_specs_[e.cache_id];
+        e.spec.step = step;
+        e.spec.samples = samples;
+      } else {
+        std::string key = CacheKey(e.spec);
+        if (!cache_ids_.contains(key)) {
+          cache_ids_.emplace(std::move(key), static_cast<uint32_t>(cache_specs_.size()));
+          cache_specs_.push_back(e.spec);
+        }
+      }
+      auto [it, inserted] = pending_.try_emplace(e.spec.name);
+      Pending& p = it->second;
+      if (inserted) {
+        p.order = next_order_++;
+        p.first_seen = p.last_report = now;
+        p.per_node.resize(P);
+      }
+      if (p.per_node[n].has_value()) {
+        return absl::DataLossError(absl::StrFormat("engine: %s listed tensor '%s' twice",
+                                                   FormatNode(layout_, n), e.spec.name));
+      }
+      max_step_listed_[n] = std::max(max_step_listed_[n], e.spec.step);
+      p.per_node[n] = std::move(e);
+      ++p.listed;
+      progress = true;
+    }
+  }
+
+  std::vector<std::pair<uint64_t, std::string>> complete;
+  for (const auto& [name, p] : pending_) {
+    if (p.listed == P) complete.emplace_back(p.order, name);
+  }
+  std::sort(complete.begin(), complete.end());
+  for (const auto& [order, name] : complete) {
+    Pending& p = pending_.at(name);
+    std::string error;
+    for (int n = 0; n < P && error.empty(); ++n) {
+      if (!p.per_node[n]->error.empty()) {
+        const int nodes[] = {n};
+        error = absl::StrFormat("tensor '%s': ranks %s: %s", name, FormatRanks(layout_, nodes),
+                                p.per_node[n]->error);
+      }
+    }
+    if (error.empty()) error = CheckAgreement(name, p);
+    if (!error.empty()) {
+      out.failed.push_back({name, absl::InvalidArgumentError(error)});
+    } else {
+      ReadyTensor t;
+      t.spec = p.per_node[node_rank_]->spec;
+      t.decision = DecisionForStep(t.spec.step, out.agreed);
+      out.ready.push_back(std::move(t));
+    }
+    pending_.erase(name);
+    progress = true;
+  }
+
+  // Names some nodes will never post: they moved on to a later step, or every node waits for
+  // the others (a node asked to give up).
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    const Pending& p = it->second;
+    const int64_t later = MovedOnTo(p);
+    std::string why;
+    if (moved_on && later >= 0) {
+      why = absl::StrFormat("they posted step %d already", later);
+    } else if (give_up) {
+      why = "no progress while every node waits for a tensor the others lack";
+    }
+    if (why.empty()) {
+      ++it;
+      continue;
+    }
+    out.failed.push_back(
+        {it->first, absl::InvalidArgumentError(MissingMessage(it->first, p, why))});
+    it = pending_.erase(it);
+    progress = true;
+  }
+  if (progress) last_progress_ = now;
+  return out;
+}
+
+std::vector<std::string> Negotiator::StallReports(absl::Time now, absl::Duration after) {
+  std::vector<std::string> lines;
+  for (auto& [name, p] : pending_) {
+    if (now - p.last_report < after) continue;
+    p.last_report = now;
+    std::vector<int> listed, missing;
+    for (int n = 0; n < static_cast<int>(p.per_node.size()); ++n) {
+      (p.per_node[n].has_value() ? listed : missing).push_back(n);
+    }
+    lines.push_back(absl::StrFormat(
+        "stall: tensor '%s' posted on ranks %s has waited %s for ranks %s", name,
+        FormatRanks(layout_, listed),
+        absl::FormatDuration(absl::Trunc(now - p.first_seen, absl::Milliseconds(1))),
+        FormatRanks(layout_, missing)));
+  }
+  return lines;
+}
+
+int64_t Negotiator::MovedOnTo(const Pending& p) const {
+  int64_t step = -1, min_missing_step = INT64_MAX;
+  for (size_t n = 0; n < p.per_node.size(); ++n) {
+    if (p.per_node[n].has_value()) {
+      step = p.per_node[n]->spec.step;
+    } else {
+      min_missing_step = std::min(min_missing_step, max_step_listed_[n]);
+    }
+  }
+  return step >= 0 && min_missing_step != INT64_MAX && min_missing_step > step ? min_missing_step
+                                                                               : -1;
+}
+
+bool Negotiator::MovedOn(absl::Time now, absl::Duration grace) const {
+  for (const auto& [name, p] : pending_) {
+    if (now - p.first_seen >= grace && MovedOnTo(p) >= 0) return true;
+  }
+  return false;
+}
+
+bool Negotiator::Deadlocked(absl::Time now, absl::Duration timeout) const {
+  if (pending_.empty() || now - last_progress_ < timeout) return false;
+  std::vector<bool> waiting(layout_.size(), false);
+  for (const auto& [name, p] : pending_) {
+    for (size_t n = 0; n < p.per_node.size(); ++n) {
+      if (p.per_node[n].has_value()) waiting[n] = true;
+    }
+  }
+  return std::all_of(waiting.begin(), waiting.end(), [](bool w) { return w; });
+}
+
+}  // namespace gravac::daemon::internal

@@ -1,0 +1,140 @@
+// The engine's negotiation: the message every node contributes to a cycle, its byte encoding,
+// and the Negotiator, a replicated state machine that every node runs on the same gathered
+// messages and that therefore reaches the same conclusions on every node: which tensors are
+// ready everywhere and in which order, which fail (metadata that differs across nodes, a name
+// that some nodes never post, a failure of another node), the decision each step uses
+// (invariant 1 of DESIGN.md) and when shutdown is agreed.
+//
+// Response cache: the first time a node lists a tensor it sends its full TensorSpec; processing
+// assigns the spec (without step and samples) the next cache id, in node order and then list
+// order, so every node assigns the same ids; later listings of the same spec send the id only.
+//
+// Decisions: the agreed decision of a cycle is the smallest-epoch decision among the nodes'
+// messages (each node's newest epoch never decreases, so neither does the agreed one). The first
+// cycle that makes a tensor of step s ready fixes step s's decision; later cycles reuse it.
+//
+// Thread-safety: plain values and a Negotiator owned by the engine thread (not thread-safe).
+#ifndef GRAVAC_DAEMON_ENGINE_NEGOTIATION_H_
+#define GRAVAC_DAEMON_ENGINE_NEGOTIATION_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "daemon/engine/types.h"
+
+namespace gravac::daemon::internal {
+
+// One tensor a node lists as ready in a cycle.
+struct ReadyEntry {
+  bool cached = false;  // spec travels as cache_id; spec.step/samples always travel
+  uint32_t cache_id = 0;
+  TensorSpec spec;
+  std::string error;  // non-empty: this node cannot run the tensor (fails it everywhere)
+};
+
+struct NodeMessage {
+  JobDecision decision;  // the node's newest
+  std::vector<ReadyEntry> ready;
+  bool failed = false;  // FailLocal was called on the node
+  absl::StatusCode failure_code = absl::StatusCode::kOk;
+  std::string failure_message;
+  bool shutdown = false;  // the node wants to shut down
+  bool give_up = false;   // the node saw no progress while every node waits (see Negotiator)
+  bool give_up_moved_on = false;  // a partial tensor's missing nodes moved on (see Negotiator)
+};
+
+std::vector<uint8_t> EncodeMessage(const NodeMessage& message);
+absl::StatusOr<NodeMessage> DecodeMessage(absl::Span<const uint8_t> bytes);
+
+// A tensor ready on every node with agreeing metadata.
+struct ReadyTensor {
+  TensorSpec spec;       // as agreed (allgather: this node's first dimension)
+  JobDecision decision;  // of the tensor's step (or of the cycle for step -1)
+};
+
+struct FailedTensor {
+  std::string name;
+  absl::Status status;
+};
+
+struct CycleOutcome {
+  std::vector<ReadyTensor> ready;    // execution order, identical on every node
+  std::vector<FailedTensor> failed;  // identical on every node
+  absl::Status job_failure;          // not OK: a node failed; every pending tensor fails
+  bool shutdown = false;             // every node asked to shut down
+  JobDecision agreed;
+};
+
+// "2-3", "0-1,4-5", "3": the global ranks of the given nodes.
+std::string FormatRanks(absl::Span<const NodeLayout> layout, absl::Span<const int> nodes);
+// "node 1 (ranks 2-3)".
+std::string FormatNode(absl::Span<const NodeLayout> layout, int node);
+
+class Negotiator {
+ public:
+  Negotiator(int node_rank, std::vector<NodeLayout> layout);
+
+  // This node's entry for a tensor it lists now: the cache id when the spec is known.
+  ReadyEntry MakeEntry(const TensorSpec& spec, std::string error) const;
+
+  // Applies one cycle's messages (index = node rank). Fails only on messages that break the
+  // protocol (unknown cache id, a name listed twice by one node); the engine treats that as fatal.
+  absl::StatusOr<CycleOutcome> Process(absl::Span<const NodeMessage> messages, absl::Time now);
+
+  // Log lines for tensors listed by some nodes but not all for longer than `after` (once per
+  // tensor per `after`), naming the missing nodes' ranks.
+  std::vector<std::string> StallReports(absl::Time now, absl::Duration after);
+
+  // True when every node lists at least one tensor that some node lacks and nothing was listed
+  // or made ready for `timeout`: the nodes wait for each other (e.g. different names). The node
+  // then sets give_up in its message, and the cycle fails the partial tensors on every node.
+  bool Deadlocked(absl::Time now, absl::Duration timeout) const;
+
+  // True when a tensor of step s, listed by some nodes for at least `grace`, is missing on nodes
+  // that all listed a later step already (steps must not decrease on a rank). The node then sets
+  // give_up_moved_on, and the cycle fails those tensors on every node.
+  bool MovedOn(absl::Time now, absl::Duration grace) const;
+
+  bool HasPending() const { return !pending_.empty(); }
+
+ private:
+  struct Pending {
+    uint64_t order = 0;
+    absl::Time first_seen;
+    absl::Time last_report;
+    std::vector<std::optional<ReadyEntry>> per_node;  // resolved specs
+    int listed = 0;
+  };
+
+  static std::string CacheKey(const TensorSpec& spec);
+  // Empty when the nodes agree, else the error message.
+  std::string CheckAgreement(const std::string& name, const Pending& p) const;
+  // The latest step the nodes missing from `p` listed, when they all moved past p's step;
+  // -1 otherwise.
+  int64_t MovedOnTo(const Pending& p) const;
+  std::string MissingMessage(const std::string& name, const Pending& p, std::string_view why) const;
+  JobDecision DecisionForStep(int64_t step, const JobDecision& agreed);
+
+  const int node_rank_;
+  const std::vector<NodeLayout> layout_;
+  std::unordered_map<std::string, uint32_t> cache_ids_;
+  std::vector<TensorSpec> cache_specs_;
+  std::map<std::string, Pending> pending_;
+  uint64_t next_order_ = 0;
+  std::vector<int64_t> max_step_listed_;  // per node
+  std::map<int64_t, JobDecision> step_decisions_;
+  absl::Time last_progress_ = absl::InfinitePast();
+};
+
+}  // namespace gravac::daemon::internal
+
+#endif  // GRAVAC_DAEMON_ENGINE_NEGOTIATION_H_

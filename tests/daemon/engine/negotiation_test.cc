@@ -1,0 +1,210 @@
+// The negotiation's message encoding, response cache, agreement and decision rules, run on
+// hand-made messages (no transport).
+#include "daemon/engine/negotiation.h"
+
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "core/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gravac::daemon::internal {
+namespace {
+
+using ::gravac::testing::IsOk;
+using ::gravac::testing::StatusIs;
+using ::testing::HasSubstr;
+
+TensorSpec Spec(std::string name, int64_t step) {
+  TensorSpec s;
+  s.name = std::move(name);
+  s.shape = {4, 4};
+  s.step = step;
+  s.compress = true;
+  return s;
+}
+
+JobDecision D(int64_t epoch, double theta) {
+  JobDecision d;
+  d.epoch = epoch;
+  d.theta = theta;
+  d.theta_candidate = theta * 2;
+  d.phase = "searching";
+  return d;
+}
+
+TEST(NegotiationTest, MessageRoundTrips) {
+  NodeMessage m;
+  m.decision = D(5, 40);
+  m.failed = true;
+  m.failure_code = absl::StatusCode::kUnavailable;
+  m.failure_message = "rank 3: worker died";
+  m.shutdown = true;
+  ReadyEntry full;
+  full.spec = Spec("w", 3);
+  full.spec.samples = 64;
+  ReadyEntry cached;
+  cached.cached = true;
+  cached.cache_id = 9;
+  cached.spec.step = 4;
+  cached.error = "bad data";
+  m.ready = {full, cached};
+  const auto bytes = EncodeMessage(m);
+  ASSERT_OK_AND_ASSIGN(NodeMessage got, DecodeMessage(bytes));
+  EXPECT_EQ(got.decision.epoch, 5);
+  EXPECT_EQ(got.decision.theta_candidate, 80);
+  EXPECT_EQ(got.decision.phase, "searching");
+  EXPECT_TRUE(got.failed && got.shutdown && !got.give_up);
+  EXPECT_EQ(got.failure_code, absl::StatusCode::kUnavailable);
+  EXPECT_EQ(got.failure_message, "rank 3: worker died");
+  ASSERT_EQ(got.ready.size(), 2u);
+  EXPECT_EQ(got.ready[0].spec.name, "w");
+  EXPECT_EQ(got.ready[0].spec.shape, (std::vector<int64_t>{4, 4}));
+  EXPECT_EQ(got.ready[0].spec.samples, 64);
+  EXPECT_TRUE(got.ready[1].cached);
+  EXPECT_EQ(got.ready[1].cache_id, 9u);
+  EXPECT_EQ(got.ready[1].spec.step, 4);
+  EXPECT_EQ(got.ready[1].error, "bad data");
+  for (size_t cut = 0; cut < bytes.size(); ++cut) {
+    EXPECT_FALSE(DecodeMessage(absl::MakeConstSpan(bytes).first(cut)).ok()) << cut;
+  }
+}
+
+TEST(NegotiationTest, FormatRanksMergesContiguousNodes) {
+  const std::vector<NodeLayout> layout = {{0, 2}, {2, 2}, {4, 1}, {5, 3}};
+  EXPECT_EQ(FormatRanks(layout, std::vector<int>{1}), "2-3");
+  EXPECT_EQ(FormatRanks(layout, std::vector<int>{2}), "4");
+  EXPECT_EQ(FormatRanks(layout, std::vector<int>{0, 1}), "0-3");
+  EXPECT_EQ(FormatRanks(layout, std::vector<int>{3, 0}), "0-1,5-7");
+  EXPECT_EQ(FormatNode(layout, 3), "node 3 (ranks 5-7)");
+}
+
+// Two negotiators (one per node) fed the same messages reach the same outcome; the second
+// listing of a spec travels as a cache id; the step's decision is fixed by the first cycle.
+TEST(NegotiationTest, ReplicasAgreeAndTheCacheAndStepDecisionsWork) {
+  const std::vector<NodeLayout> layout = {{0, 1}, {1, 1}};
+  Negotiator a(0, layout), b(1, layout);
+  const absl::Time now = absl::Now();
+  auto cycle = [&](std::vector<NodeMessage> m) {
+    auto oa = a.Process(m, now);
+    auto ob = b.Process(m, now);
+    EXPECT_THAT(oa, IsOk());
+    EXPECT_THAT(ob, IsOk());
+    EXPECT_EQ(oa->ready.size(), ob->ready.size());
+    return *oa;
+  };
+  std::vector<NodeMessage> m(2);
+  m[0].decision = D(3, 10);
+  m[1].decision = D(2, 40);
+  m[0].ready = {a.MakeEntry(Spec("x", 0), "")};
+  EXPECT_FALSE(m[0].ready[0].cached);
+  CycleOutcome o = cycle(m);
+  EXPECT_EQ(o.agreed.epoch, 2);  // the smallest epoch
+  EXPECT_TRUE(o.ready.empty());
+  EXPECT_TRUE(a.HasPending());
+
+  m[0].ready.clear();
+  m[0].decision = D(4, 10);
+  m[1].decision = D(4, 10);
+  m[1].ready = {b.MakeEntry(Spec("x", 0), "")};
+  EXPECT_TRUE(m[1].ready[0].cached);  // node 0's listing put the spec in the cache
+  o = cycle(m);
+  ASSERT_EQ(o.ready.size(), 1u);
+  EXPECT_EQ(o.ready[0].decision.epoch, 4);
+
+  // Another tensor of step 0 later still uses step 0's decision.
+  m[0].decision = D(6, 1);
+  m[1].decision = D(6, 1);
+  m[0].ready = {a.MakeEntry(Spec("y", 0), "")};
+  m[1].ready = {b.MakeEntry(Spec("y", 0), "")};
+  o = cycle(m);
+  ASSERT_EQ(o.ready.size(), 1u);
+  EXPECT_EQ(o.ready[0].decision.epoch, 4);
+  // A new step takes the cycle's agreed decision.
+  m[0].ready = {a.MakeEntry(Spec("y", 1), "")};
+  m[1].ready = {b.MakeEntry(Spec("y", 1), "")};
+  EXPECT_TRUE(m[0].ready[0].cached);
+  o = cycle(m);
+  ASSERT_EQ(o.ready.size(), 1u);
+  EXPECT_EQ(o.ready[0].decision.epoch, 6);
+  EXPECT_FALSE(a.HasPending());
+}
+
+TEST(NegotiationTest, ProtocolErrorsAreReported) {
+  Negotiator a(0, {{0, 1}, {1, 1}});
+  std::vector<NodeMessage> m(2);
+  ReadyEntry bogus;
+  bogus.cached = true;
+  bogus.cache_id = 42;
+  m[1].ready = {bogus};
+  EXPECT_THAT(a.Process(m, absl::Now()),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("node 1 (ranks 1)")));
+}
+
+TEST(NegotiationTest, AFailedNodeFailsTheJobWithItsMessage) {
+  Negotiator a(0, {{0, 2}, {2, 2}});
+  std::vector<NodeMessage> m(2);
+  m[0].ready = {a.MakeEntry(Spec("x", 0), "")};
+  ASSERT_THAT(a.Process(m, absl::Now()), IsOk());
+  m[0].ready.clear();
+  m[1].failed = true;
+  m[1].failure_code = absl::StatusCode::kAborted;
+  m[1].failure_message = "rank 2: worker exited";
+  auto o = a.Process(m, absl::Now());
+  ASSERT_THAT(o, IsOk());
+  EXPECT_THAT(o->job_failure, StatusIs(absl::StatusCode::kAborted, "rank 2: worker exited"));
+  EXPECT_FALSE(a.HasPending());
+}
+
+TEST(NegotiationTest, ANameMissingOnNodesThatMovedOnFailsAfterTheGrace) {
+  Negotiator a(0, {{0, 1}, {1, 1}});
+  const absl::Time t0 = absl::Now();
+  std::vector<NodeMessage> m(2);
+  m[0].ready = {a.MakeEntry(Spec("skipped", 3), "")};
+  m[1].ready = {a.MakeEntry(Spec("next", 4), "")};
+  ASSERT_THAT(a.Process(m, t0), IsOk());
+  EXPECT_FALSE(a.MovedOn(t0 + absl::Milliseconds(500), absl::Seconds(1)));
+  EXPECT_TRUE(a.MovedOn(t0 + absl::Seconds(1), absl::Seconds(1)));
+  m[0].ready.clear();
+  m[1].ready.clear();
+  auto o = a.Process(m, t0 + absl::Seconds(1));  // nobody asked yet: nothing fails
+  ASSERT_THAT(o, IsOk());
+  EXPECT_TRUE(o->failed.empty());
+  m[0].give_up_moved_on = true;
+  o = a.Process(m, t0 + absl::Seconds(1));
+  ASSERT_THAT(o, IsOk());
+  ASSERT_EQ(o->failed.size(), 1u);  // only 'skipped': node 0 has not moved past step 4
+  EXPECT_EQ(o->failed[0].name, "skipped");
+  EXPECT_THAT(o->failed[0].status.message(),
+              HasSubstr("tensor 'skipped' (step 3): name missing on ranks 1 (they posted step 4 "
+                        "already); posted on ranks 0"));
+  EXPECT_TRUE(a.HasPending());
+}
+
+TEST(NegotiationTest, DeadlockAndStallReports) {
+  Negotiator a(0, {{0, 1}, {1, 2}});
+  const absl::Time t0 = absl::Now();
+  std::vector<NodeMessage> m(2);
+  m[0].ready = {a.MakeEntry(Spec("a", 0), "")};
+  m[1].ready = {a.MakeEntry(Spec("b", 0), "")};
+  ASSERT_THAT(a.Process(m, t0), IsOk());
+  EXPECT_FALSE(a.Deadlocked(t0 + absl::Seconds(1), absl::Seconds(2)));
+  EXPECT_TRUE(a.Deadlocked(t0 + absl::Seconds(3), absl::Seconds(2)));
+  const auto lines = a.StallReports(t0 + absl::Seconds(3), absl::Seconds(2));
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_THAT(lines[0], HasSubstr("tensor 'a' posted on ranks 0 has waited 3s for ranks 1-2"));
+  EXPECT_TRUE(a.StallReports(t0 + absl::Seconds(4), absl::Seconds(2)).empty());  // once a period
+  m[0].ready.clear();
+  m[1].ready.clear();
+  m[1].give_up = true;
+  auto o = a.Process(m, t0 + absl::Seconds(3));
+  ASSERT_THAT(o, IsOk());
+  ASSERT_EQ(o->failed.size(), 2u);
+  EXPECT_THAT(o->failed[0].status.message(),
+              HasSubstr("tensor 'a' (step 0): name missing on ranks 1-2"));
+  EXPECT_FALSE(a.HasPending());
+}
+
+}  // namespace
+}  // namespace gravac::daemon::internal
