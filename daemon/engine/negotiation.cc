@@ -365,9 +365,12 @@ absl::StatusOr<CycleOutcome> Negotiator::Process(absl::Span<const NodeMessage> m
                                 p.per_node[n]->error);
       }
     }
-    if (error.empty()) error = CheckAgreement(name, p);
+    // A node's own bad input (e.g. a non-finite gradient) is InvalidArgument; ranks that
+    // disagree on the tensor are FailedPrecondition, which clients report as a mismatch.
     if (!error.empty()) {
       out.failed.push_back({name, absl::InvalidArgumentError(error)});
+    } else if (error = CheckAgreement(name, p); !error.empty()) {
+      out.failed.push_back({name, absl::FailedPreconditionError(error)});
     } else {
       ReadyTensor t;
       t.spec = p.per_node[node_rank_]->spec;
@@ -394,7 +397,7 @@ absl::StatusOr<CycleOutcome> Negotiator::Process(absl::Span<const NodeMessage> m
       continue;
     }
     out.failed.push_back(
-        {it->first, absl::InvalidArgumentError(MissingMessage(it->first, p, why))});
+        {it->first, absl::FailedPreconditionError(MissingMessage(it->first, p, why))});
     it = pending_.erase(it);
     progress = true;
   }

@@ -308,7 +308,7 @@ TEST(EngineTest, MismatchedMetadataFailsEveryNodeNamingRanksAndField) {
     });
     EXPECT_LT(absl::Now() - start, absl::Seconds(10));
     for (const TensorResult& r : results) {
-      EXPECT_THAT(r.status, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(k.want)));
+      EXPECT_THAT(r.status, StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr(k.want)));
     }
   }
   auto ok = RunOnAll(c, [](int n) { return Allreduce("after", {1.0f, 2.0f}, false, 4); });
@@ -328,10 +328,10 @@ TEST(EngineTest, DifferentNamesFailEveryNodeInsteadOfHanging) {
       RunOnAll(c, [](int n) { return Allreduce(n == 0 ? "grad_a" : "grad_b", {1.0f}, false, 7); });
   EXPECT_LT(absl::Now() - start, absl::Seconds(10));
   EXPECT_THAT(results[0].status,
-              StatusIs(absl::StatusCode::kInvalidArgument,
+              StatusIs(absl::StatusCode::kFailedPrecondition,
                        HasSubstr("tensor 'grad_a' (step 7): name missing on ranks 2-3")));
   EXPECT_THAT(results[1].status,
-              StatusIs(absl::StatusCode::kInvalidArgument,
+              StatusIs(absl::StatusCode::kFailedPrecondition,
                        HasSubstr("tensor 'grad_b' (step 7): name missing on ranks 0-1")));
 }
 
@@ -344,7 +344,7 @@ TEST(EngineTest, NameMissingIsDetectedWhenTheOtherNodeMovedOn) {
   c.engines[0]->Enqueue(Allreduce("skipped", {1.0f}, false, 0), only_on_0.callback());
   c.engines[1]->Enqueue(Allreduce("next", {1.0f}, false, 1), step1_on_1.callback());
   EXPECT_THAT(only_on_0.Get().status,
-              StatusIs(absl::StatusCode::kInvalidArgument,
+              StatusIs(absl::StatusCode::kFailedPrecondition,
                        HasSubstr("tensor 'skipped' (step 0): name missing on ranks 1")));
   c.engines[0]->Enqueue(Allreduce("next", {2.0f}, false, 1), step1_on_0.callback());
   EXPECT_EQ(Values<float>(step1_on_0.Get().data), std::vector<float>{3.0f});
