@@ -1,10 +1,12 @@
 // gravac-collectives-bench: busbw of the Communicator's allreduce / allgather over the UCX
 // transport, in the manner of nccl-tests all_reduce_perf (BENCHMARKS.md, ratio 1). The parent
 // forks --np ranks (UCX state is only ever made in the ranks); with --rate > 0 every rank first
-// enters its own node of an emulated netemu::Cluster shaped to that rate, and B_eff is measured
-// with iperf3 between nodes 0 and 1 before the sweep. For each size the ranks run --warmup + --iters
-// collectives (a barrier before each, each timed on its own) on small-integer inputs, so every sum
-// is exact; after the last iteration every element is checked. Each rank sends its median time
+// enters its own node of an emulated netemu::Cluster shaped to that rate (or, with --cluster, of
+// an existing one, as bench/collectives_driver.py makes to run the OpenMPI and Gloo peers on the
+// same links), and B_eff is measured with iperf3 between nodes 0 and 1 before the sweep (or given
+// with --b_eff). For each size the ranks run --warmup + --iters collectives (a barrier before
+// each, each timed on its own) on small-integer inputs, so every sum is exact; after the last
+// iteration every element is checked. Each rank sends its median time
 // and its count of wrong elements to the parent over a pipe; the parent reports the slowest
 // rank's median. A benchmark fails only on a wrong result (or a failed rank), never on a timing.
 // bench/README.md explains the columns.
@@ -65,6 +67,19 @@ constexpr SettingSpec kSettings[] = {
      SettingType::kDouble},
     {"op_timeout_s", "", "120", "bound of one collective (and of the rendezvous) in seconds",
      SettingType::kInt},
+    {"cluster", "", "",
+     "run the ranks in the nodes of this existing netemu cluster (e.g. made by gravac-netemu "
+     "create or the driver) instead of making one; --rate then only labels the output"},
+    {"b_eff", "", "0",
+     "bit/s to divide busbw by; 0 = measure with iperf3 node 0 -> 1 (when on emulated links)",
+     SettingType::kDouble},
+    {"chunk_bytes", "", "1048576", "message size of the Communicator's pipeline",
+     SettingType::kInt},
+    {"inflight", "", "4", "messages in flight per direction (CommunicatorOptions)",
+     SettingType::kInt},
+    {"idle_sleep_us", "", "200",
+     "CommunicatorOptions::max_idle_sleep in microseconds (0: always wait in the transport)",
+     SettingType::kInt},
 };
 
 struct Options {
@@ -79,6 +94,11 @@ struct Options {
   std::string ucx_tls;
   double rate = 0;
   absl::Duration op_timeout;
+  int64_t chunk_bytes = 0;
+  int inflight = 0;
+  int64_t idle_sleep_us = 0;
+  std::string cluster;
+  double b_eff = 0;
 };
 
 absl::StatusOr<Options> ReadOptions(const Settings& settings) {
@@ -113,6 +133,20 @@ absl::StatusOr<Options> ReadOptions(const Settings& settings) {
   ASSIGN_OR_RETURN(int64_t timeout_s, settings.GetInt("op_timeout_s"));
   if (timeout_s < 1) return absl::InvalidArgumentError("--op_timeout_s must be >= 1");
   o.op_timeout = absl::Seconds(timeout_s);
+  ASSIGN_OR_RETURN(o.cluster, settings.GetString("cluster"));
+  ASSIGN_OR_RETURN(o.b_eff, settings.GetDouble("b_eff"));
+  if (!(o.b_eff >= 0)) return absl::InvalidArgumentError("--b_eff must be >= 0");
+  ASSIGN_OR_RETURN(o.chunk_bytes, settings.GetInt("chunk_bytes"));
+  ASSIGN_OR_RETURN(int64_t inflight, settings.GetInt("inflight"));
+  if (o.chunk_bytes < 4 || o.chunk_bytes > (int64_t{1} << 30) || inflight < 1 ||
+      inflight > 1024) {
+    return absl::InvalidArgumentError("need 4 <= --chunk_bytes <= 1 GiB, 1 <= --inflight <= 1024");
+  }
+  o.inflight = static_cast<int>(inflight);
+  ASSIGN_OR_RETURN(o.idle_sleep_us, settings.GetInt("idle_sleep_us"));
+  if (o.idle_sleep_us < 0 || o.idle_sleep_us > 1000000) {
+    return absl::InvalidArgumentError("need 0 <= --idle_sleep_us <= 1000000");
+  }
   return o;
 }
 
@@ -218,9 +252,10 @@ absl::Status RankMain(const Options& o, int rank, const std::string& dir,
   transport::FileRendezvous rendezvous(dir + "/addresses", rank, o.np, o.op_timeout);
   ASSIGN_OR_RETURN(std::vector<std::string> addresses,
                    rendezvous.Exchange(transport->LocalAddress()));
-  const CommunicatorOptions comm_options = {.chunk_bytes = size_t{1} << 20,
-                                            .max_inflight_chunks = 4,
-                                            .op_timeout = o.op_timeout};
+  const CommunicatorOptions comm_options = {.chunk_bytes = static_cast<size_t>(o.chunk_bytes),
+                                            .max_inflight_chunks = o.inflight,
+                                            .op_timeout = o.op_timeout,
+                                            .max_idle_sleep = absl::Microseconds(o.idle_sleep_us)};
   ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
                    Communicator::Connect(*transport, addresses, comm_options));
   absl::Status status = absl::OkStatus();
@@ -379,10 +414,14 @@ std::optional<double> OverBeff(double busbw_gbps, std::optional<double> b_eff) {
 
 void PrintTable(const Options& o, const std::vector<Row>& rows, std::optional<double> b_eff) {
   absl::PrintF("# %s, np %d, ucx_tls %s, %s, iters %d, warmup %d", o.op, o.np, o.ucx_tls,
-               o.rate > 0 ? absl::StrFormat("emulated links of %.4g bit/s", o.rate)
-                          : std::string("loopback"),
+               !o.cluster.empty() ? absl::StrFormat("cluster %s (%.4g bit/s)", o.cluster, o.rate)
+               : o.rate > 0       ? absl::StrFormat("emulated links of %.4g bit/s", o.rate)
+                                  : std::string("loopback"),
                o.iters, o.warmup);
-  if (b_eff) absl::PrintF(", B_eff %.4g bit/s (iperf3 node 0 -> 1)", *b_eff);
+  if (b_eff) {
+    absl::PrintF(", B_eff %.4g bit/s (%s)", *b_eff,
+                 o.b_eff > 0 ? "given" : "iperf3 node 0 -> 1");
+  }
   absl::PrintF("\n%12s %12s %12s %10s %10s %8s", "size", "count", "time_us", "algbw", "busbw",
                "#wrong");
   if (b_eff) absl::PrintF(" %12s %12s", "busbw/B_eff", "B_eff");
@@ -418,9 +457,12 @@ absl::Status WriteJson(const Options& o, const std::vector<Row>& rows,
   std::string out = "{\n  \"env\": {";
   absl::StrAppendFormat(&out,
                         "\"np\": %d, \"op\": %s, \"tls\": %s, \"rate\": %s, \"b_eff\": %s, "
-                        "\"iters\": %d, \"warmup\": %d},\n  \"rows\": [",
+                        "\"iters\": %d, \"warmup\": %d, \"chunk_bytes\": %d, "
+                        "\"inflight\": %d, \"idle_sleep_us\": %d, \"cluster\": %s},\n"
+                        "  \"rows\": [",
                         o.np, JsonQuote(o.op), JsonQuote(o.ucx_tls), Num(o.rate), Num(b_eff),
-                        o.iters, o.warmup);
+                        o.iters, o.warmup, o.chunk_bytes, o.inflight, o.idle_sleep_us,
+                        o.cluster.empty() ? std::string("null") : JsonQuote(o.cluster));
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
     absl::StrAppendFormat(&out,
@@ -468,9 +510,19 @@ absl::StatusOr<int> Run(int argc, char** argv) {
   ASSIGN_OR_RETURN(Options o, ReadOptions(settings));
   std::unique_ptr<netemu::Cluster> cluster;
   std::optional<double> b_eff;
-  if (o.rate > 0) {
+  if (!o.cluster.empty()) {
+    ASSIGN_OR_RETURN(cluster, netemu::Cluster::Attach(o.cluster));  // not owned: left in place
+    if (cluster->size() < o.np) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--cluster %s has %d nodes, fewer than --np %d", o.cluster, cluster->size(), o.np));
+    }
+  } else if (o.rate > 0) {
     ASSIGN_OR_RETURN(cluster, netemu::Cluster::Create(o.np, {.rate_bits_per_s = o.rate},
                                                       std::string("gvcbench")));
+  }
+  if (o.b_eff > 0) {
+    b_eff = o.b_eff;
+  } else if (cluster != nullptr) {
     ASSIGN_OR_RETURN(b_eff, cluster->MeasureRateIperf3(0, 1, absl::Seconds(3)));
   }
   TempDir dir;

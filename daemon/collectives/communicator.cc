@@ -15,6 +15,9 @@ using transport::Request;
 
 // Longest single Wait before the loop re-tests every outstanding request.
 constexpr absl::Duration kWaitSlice = absl::Milliseconds(2);
+// How long RunRing waits in the transport before it starts to sleep between tests.
+constexpr absl::Duration kIdleSpin = absl::Microseconds(50);
+constexpr absl::Duration kFirstIdleSleep = absl::Microseconds(10);
 constexpr int kMaxWorldSize = 1 << 14;  // 2(p-1) steps must fit the 16-bit step field of a tag
 
 size_t NumChunks(size_t bytes, size_t chunk) { return (bytes + chunk - 1) / chunk; }
@@ -36,10 +39,28 @@ struct Communicator::Transfer {
   int step = 0;
 };
 
+// One step of a pipelined ring (RunRing): this rank sends send_bytes from `send` to its right
+// neighbour and receives recv_bytes from its left one into `recv` (with `reduce`, each chunk lands
+// in scratch and is added into `recv`). Step g > 0 forwards what step g-1 received: chunk c of
+// step g's send range is the range that chunk c of step g-1 received into.
+struct Communicator::RingStep {
+  const uint8_t* send = nullptr;
+  size_t send_bytes = 0;
+  uint8_t* recv = nullptr;
+  size_t recv_bytes = 0;
+  bool reduce = false;
+  // >= 0: chunk c may only be received into `recv` once chunk c of this earlier step's send is
+  // complete (the range is the one that send reads).
+  int recv_after_send_of = -1;
+  // Divide each reduced chunk by `divide_by` (> 1) once it is received (the last reduce step of
+  // an average).
+  int divide_by = 0;
+};
+
 Communicator::Communicator(int rank, std::vector<std::unique_ptr<transport::Endpoint>> peers,
                            const CommunicatorOptions& options)
     : rank_(rank), peers_(std::move(peers)), options_(options) {
-  options_.chunk_bytes = std::max<size_t>(4, options_.chunk_bytes & ~size_t{3});
+  options_.chunk_bytes = std::max<size_t>(8, options_.chunk_bytes & ~size_t{7});
   options_.max_inflight_chunks = std::max(1, options_.max_inflight_chunks);
 }
 
@@ -203,42 +224,182 @@ absl::Status Communicator::Allreduce(const void* in, void* out, size_t count, Da
   return Finish(AllreduceRing(dst, count, type, op));
 }
 
+absl::Status Communicator::RunRing(absl::Span<const RingStep> steps, DataType type) {
+  const int p = size();
+  const int left = (rank_ - 1 + p) % p, right = (rank_ + 1) % p;
+  const size_t chunk = options_.chunk_bytes;
+  const size_t window = static_cast<size_t>(options_.max_inflight_chunks);
+  const int num_steps = static_cast<int>(steps.size());
+  std::vector<size_t> send_chunks(num_steps), recv_chunks(num_steps);
+  bool any_reduce = false;
+  for (int g = 0; g < num_steps; ++g) {
+    send_chunks[g] = NumChunks(steps[g].send_bytes, chunk);
+    recv_chunks[g] = NumChunks(steps[g].recv_bytes, chunk);
+    any_reduce = any_reduce || steps[g].reduce;
+    if (g > 0 && steps[g].send_bytes != steps[g - 1].recv_bytes) {
+      return absl::InternalError(absl::StrFormat(
+          "rank %d: %s: ring step %d sends %d bytes but step %d received %d", rank_, collective_,
+          g, steps[g].send_bytes, g - 1, steps[g - 1].recv_bytes));
+    }
+  }
+  if (any_reduce && scratch_.size() < window * chunk) scratch_.resize(window * chunk);
+  auto peer_error = [&](int peer, const absl::Status& s) {
+    return absl::Status(s.code(), absl::StrFormat("rank %d: %s: peer rank %d: %s", rank_,
+                                                  collective_, peer, s.message()));
+  };
+
+  // A position (step, chunk) in the order in which chunks are posted and complete; `advance` and
+  // `normalize` skip steps without chunks, so a cursor at step `num_steps` is the end.
+  struct Cursor {
+    int step = 0;
+    size_t chunk = 0;
+    bool After(int g, size_t c) const { return step > g || (step == g && chunk > c); }
+  };
+  auto normalize = [&](Cursor& at, const std::vector<size_t>& chunks) {
+    while (at.step < num_steps && at.chunk >= chunks[at.step]) {
+      ++at.step;
+      at.chunk = 0;
+    }
+  };
+  auto advance = [&](Cursor& at, const std::vector<size_t>& chunks) {
+    ++at.chunk;
+    normalize(at, chunks);
+  };
+  struct InFlight {
+    int step;
+    size_t chunk;
+    uint8_t* scratch;  // reduce steps: where the chunk lands
+    std::unique_ptr<Request> request;
+  };
+  Cursor send_posted, send_done, recv_posted, recv_done;
+  normalize(send_posted, send_chunks);
+  normalize(send_done, send_chunks);
+  normalize(recv_posted, recv_chunks);
+  normalize(recv_done, recv_chunks);
+  std::deque<InFlight> sends, recvs;
+  size_t recv_slot = 0;
+  absl::Time last_progress = absl::Now();
+  absl::Duration idle_sleep = absl::ZeroDuration();  // zero: spin (Wait) first
+  while (send_done.step < num_steps || recv_done.step < num_steps) {
+    while (recv_posted.step < num_steps && recvs.size() < window) {
+      const RingStep& st = steps[recv_posted.step];
+      const size_t c = recv_posted.chunk;
+      if (st.recv_after_send_of >= 0 && !send_done.After(st.recv_after_send_of, c)) break;
+      const size_t offset = c * chunk;
+      uint8_t* landing = st.reduce ? scratch_.data() + (recv_slot++ % window) * chunk : nullptr;
+      auto request = peers_[left]->Irecv(landing != nullptr ? landing : st.recv + offset,
+                                         std::min(chunk, st.recv_bytes - offset),
+                                         Tag(recv_posted.step));
+      if (!request.ok()) return peer_error(left, request.status());
+      recvs.push_back({recv_posted.step, c, landing, *std::move(request)});
+      advance(recv_posted, recv_chunks);
+    }
+    while (send_posted.step < num_steps && sends.size() < window) {
+      const int g = send_posted.step;
+      const size_t c = send_posted.chunk;
+      if (g > 0 && !recv_done.After(g - 1, c)) break;  // forwards what step g-1 received
+      const size_t offset = c * chunk;
+      auto request = peers_[right]->Isend(steps[g].send + offset,
+                                          std::min(chunk, steps[g].send_bytes - offset), Tag(g));
+      if (!request.ok()) return peer_error(right, request.status());
+      sends.push_back({g, c, nullptr, *std::move(request)});
+      advance(send_posted, send_chunks);
+    }
+
+    bool progressed = false;
+    while (!recvs.empty()) {
+      absl::StatusOr<bool> done = recvs.front().request->Test();
+      if (!done.ok()) return peer_error(left, done.status());
+      if (!*done) break;
+      const InFlight& f = recvs.front();
+      const RingStep& st = steps[f.step];
+      const size_t offset = f.chunk * chunk;
+      const size_t len = std::min(chunk, st.recv_bytes - offset);
+      if (st.reduce) ReduceSumInto(type, st.recv + offset, f.scratch, len / DataTypeSize(type));
+      if (st.divide_by > 1) {
+        DivideInPlace(type, st.recv + offset, len / DataTypeSize(type), st.divide_by);
+      }
+      recvs.pop_front();
+      advance(recv_done, recv_chunks);
+      progressed = true;
+    }
+    while (!sends.empty()) {
+      absl::StatusOr<bool> done = sends.front().request->Test();
+      if (!done.ok()) return peer_error(right, done.status());
+      if (!*done) break;
+      sends.pop_front();
+      advance(send_done, send_chunks);
+      progressed = true;
+    }
+    if (progressed) {
+      last_progress = absl::Now();
+      idle_sleep = absl::ZeroDuration();
+      continue;
+    }
+
+    const bool on_recv = !recvs.empty();
+    if (!on_recv && sends.empty()) {
+      return absl::InternalError(absl::StrFormat(
+          "rank %d: %s: ring stalled with nothing posted (send step %d, receive step %d)", rank_,
+          collective_, send_posted.step, recv_posted.step));
+    }
+    const int peer = on_recv ? left : right;
+    const absl::Time now = absl::Now();
+    const absl::Time deadline = last_progress + options_.op_timeout;
+    if (now >= deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrFormat("rank %d: %s: no progress from peer rank %d within %s", rank_,
+                          collective_, peer, absl::FormatDuration(options_.op_timeout)));
+    }
+    if (idle_sleep > absl::ZeroDuration()) {
+      absl::SleepFor(std::min(idle_sleep, deadline - now));
+      idle_sleep = std::min(2 * idle_sleep, options_.max_idle_sleep);
+      continue;
+    }
+    Request& head = on_recv ? *recvs.front().request : *sends.front().request;
+    const bool sleep_next = options_.max_idle_sleep > absl::ZeroDuration();
+    absl::Status waited =
+        head.Wait(std::min(deadline - now, sleep_next ? kIdleSpin : kWaitSlice));
+    if (!waited.ok() && !absl::IsDeadlineExceeded(waited)) return peer_error(peer, waited);
+    if (sleep_next) idle_sleep = std::min(kFirstIdleSleep, options_.max_idle_sleep);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Communicator::AllreduceRing(uint8_t* out, size_t count, DataType type, ReduceOp op) {
   const int p = size();
   if (p == 1 || count == 0) return absl::OkStatus();
   const size_t elem = DataTypeSize(type);
   const size_t base = count / p, extra = count % p;
-  auto seg_count = [&](int i) { return base + (static_cast<size_t>(i) < extra ? 1 : 0); };
-  auto seg_offset = [&](int i) { return (i * base + std::min<size_t>(i, extra)) * elem; };
-  const int left = (rank_ - 1 + p) % p, right = (rank_ + 1) % p;
-
-  for (int s = 0; s < p - 1; ++s) {  // reduce-scatter: rank r ends owning segment r+1
-    const int send_seg = (rank_ - s + p) % p, recv_seg = (rank_ - s - 1 + p) % p;
-    Transfer t{.send_peer = right,
-               .send = out + seg_offset(send_seg),
-               .send_bytes = seg_count(send_seg) * elem,
-               .recv_peer = left,
-               .recv = out + seg_offset(recv_seg),
-               .recv_bytes = seg_count(recv_seg) * elem,
-               .reduce = true,
-               .type = type,
-               .step = s};
-    RETURN_IF_ERROR(RunTransfer(t));
+  auto seg = [&](int i) { return (i % p + p) % p; };
+  auto seg_bytes = [&](int i) {
+    return (base + (static_cast<size_t>(seg(i)) < extra ? 1 : 0)) * elem;
+  };
+  auto seg_ptr = [&](int i) {
+    return out + (seg(i) * base + std::min<size_t>(seg(i), extra)) * elem;
+  };
+  std::vector<RingStep> steps;
+  steps.reserve(2 * (p - 1));
+  // Reduce-scatter: at step s rank r sends segment r-s and adds segment r-s-1 into its own copy,
+  // so it ends owning segment r+1 (divided by p at the last step for an average).
+  for (int s = 0; s < p - 1; ++s) {
+    steps.push_back({.send = seg_ptr(rank_ - s),
+                     .send_bytes = seg_bytes(rank_ - s),
+                     .recv = seg_ptr(rank_ - s - 1),
+                     .recv_bytes = seg_bytes(rank_ - s - 1),
+                     .reduce = true,
+                     .divide_by = op == ReduceOp::kAverage && s == p - 2 ? p : 0});
   }
-  const int own = (rank_ + 1) % p;
-  if (op == ReduceOp::kAverage) DivideInPlace(type, out + seg_offset(own), seg_count(own), p);
-  for (int s = 0; s < p - 1; ++s) {  // allgather of the reduced segments
-    const int send_seg = (rank_ + 1 - s + p) % p, recv_seg = (rank_ - s + p) % p;
-    Transfer t{.send_peer = right,
-               .send = out + seg_offset(send_seg),
-               .send_bytes = seg_count(send_seg) * elem,
-               .recv_peer = left,
-               .recv = out + seg_offset(recv_seg),
-               .recv_bytes = seg_count(recv_seg) * elem,
-               .step = p - 1 + s};
-    RETURN_IF_ERROR(RunTransfer(t));
+  // Allgather: at step s rank r forwards segment r+1-s and receives segment r-s, the range that
+  // reduce-scatter step s sent: a chunk is received only once that send is complete.
+  for (int s = 0; s < p - 1; ++s) {
+    steps.push_back({.send = seg_ptr(rank_ + 1 - s),
+                     .send_bytes = seg_bytes(rank_ + 1 - s),
+                     .recv = seg_ptr(rank_ - s),
+                     .recv_bytes = seg_bytes(rank_ - s),
+                     .recv_after_send_of = s});
   }
-  return absl::OkStatus();
+  return RunRing(steps, type);
 }
 
 absl::Status Communicator::Allgatherv(const void* send, void* recv,
@@ -263,19 +424,19 @@ absl::Status Communicator::AllgathervRing(const void* send, uint8_t* recv,
   std::vector<size_t> offset(p + 1, 0);
   for (int i = 0; i < p; ++i) offset[i + 1] = offset[i] + bytes_per_rank[i];
   if (bytes_per_rank[rank_] > 0) std::memmove(recv + offset[rank_], send, bytes_per_rank[rank_]);
-  const int left = (rank_ - 1 + p) % p, right = (rank_ + 1) % p;
+  if (p == 1) return absl::OkStatus();
+  // At step s rank r forwards block r-s and receives block r-s-1 (never a block it sends before
+  // receiving it, so no receive waits on a send).
+  std::vector<RingStep> steps;
+  steps.reserve(p - 1);
   for (int s = 0; s < p - 1; ++s) {
     const int send_block = (rank_ - s + p) % p, recv_block = (rank_ - s - 1 + p) % p;
-    Transfer t{.send_peer = right,
-               .send = recv + offset[send_block],
-               .send_bytes = bytes_per_rank[send_block],
-               .recv_peer = left,
-               .recv = recv + offset[recv_block],
-               .recv_bytes = bytes_per_rank[recv_block],
-               .step = s};
-    RETURN_IF_ERROR(RunTransfer(t));
+    steps.push_back({.send = recv + offset[send_block],
+                     .send_bytes = bytes_per_rank[send_block],
+                     .recv = recv + offset[recv_block],
+                     .recv_bytes = bytes_per_rank[recv_block]});
   }
-  return absl::OkStatus();
+  return RunRing(steps, DataType::kFloat32);
 }
 
 absl::Status Communicator::AllgathervAnySize(absl::Span<const uint8_t> send,

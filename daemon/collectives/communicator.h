@@ -12,10 +12,13 @@
 //  - Buffers are the caller's and are only used during the call. Allreduce is in place when
 //    in == out; otherwise in is only read. Partially overlapping in/out is not allowed.
 //  - Allreduce is a ring reduce-scatter followed by a ring allgather (2(p-1) steps; each rank
-//    sends about 2(p-1)/p of the buffer). Each step is pipelined: messages of options.chunk_bytes,
-//    up to options.max_inflight_chunks in flight per direction, and each received chunk is
-//    reduced while the next ones are on the wire. Rounding of fp16/bf16: see reduce.h. Average
-//    divides the reduced sum by p once, in fp32.
+//    sends about 2(p-1)/p of the buffer). The steps are one pipeline (the classic pipelined ring,
+//    as NCCL's slices): every segment moves in messages of options.chunk_bytes, and chunk c of
+//    step g+1 leaves as soon as chunk c of step g has arrived and been reduced, so a step's first
+//    messages overlap the previous step's last ones and the link never drains between steps. Up
+//    to options.max_inflight_chunks messages are in flight per direction; each received chunk is
+//    reduced while the next ones are on the wire. Allgatherv runs its p-1 steps the same way.
+//    Rounding of fp16/bf16: see reduce.h. Average divides the reduced sum by p once, in fp32.
 //  - Every call blocks until it is done or failed. A peer that reports a failure (closed
 //    connection) fails the call with kUnavailable; a peer from which nothing completes for
 //    options.op_timeout fails it with kDeadlineExceeded. Messages name this rank, the collective
@@ -45,9 +48,15 @@
 namespace gravac::collectives {
 
 struct CommunicatorOptions {
-  size_t chunk_bytes = size_t{1} << 20;  // rounded down to a multiple of 4, at least 4
+  size_t chunk_bytes = size_t{1} << 20;  // rounded down to a multiple of 8, at least 8
   int max_inflight_chunks = 4;           // per direction, at least 1
   absl::Duration op_timeout = absl::Seconds(30);
+  // Allreduce and Allgatherv: once nothing has completed for a short spin (a 50us Wait in the
+  // transport), the rank sleeps between tests, from 10us doubling up to this bound, so that ranks
+  // sharing cores (p ranks on a 2-core machine, or a loaded one) leave them to their peers and to
+  // the kernel's network processing instead of spinning; the sockets' buffers keep the links busy
+  // meanwhile. Zero: always wait in the transport (which may spin).
+  absl::Duration max_idle_sleep = absl::Microseconds(200);
 };
 
 class Communicator {
@@ -94,7 +103,8 @@ class Communicator {
   absl::Status abort_status() const { return abort_status_; }
 
  private:
-  struct Transfer;  // one ring step, defined in the .cc
+  struct Transfer;  // one step of a broadcast or barrier, defined in the .cc
+  struct RingStep;  // one step of a pipelined ring (allreduce, allgatherv), defined in the .cc
 
   Communicator(int rank, std::vector<std::unique_ptr<transport::Endpoint>> peers,
                const CommunicatorOptions& options);
@@ -106,6 +116,10 @@ class Communicator {
   uint64_t Tag(int step) const { return (seq_ << 16) | static_cast<uint64_t>(step); }
 
   absl::Status RunTransfer(const Transfer& t);
+  // Runs the ring steps (send right, receive from the left) as one pipeline: chunk c of step g is
+  // sent as soon as chunk c of step g-1 has been received (and reduced), not when all of step g-1
+  // is done, with up to max_inflight_chunks messages in flight per direction over all steps.
+  absl::Status RunRing(absl::Span<const RingStep> steps, DataType type);
   absl::Status AllreduceRing(uint8_t* out, size_t count, DataType type, ReduceOp op);
   absl::Status AllgathervRing(const void* send, uint8_t* recv,
                               absl::Span<const size_t> bytes_per_rank);

@@ -198,7 +198,7 @@ TEST(AllreduceLargeTest, Fp32Over256MiBAtTwoRanks) {
 TEST(AllreduceTinyChunksTest, OneElementChunksAndWindowOne) {
   for (int p : {2, 3}) {
     auto group = MakeGroup(p, {.chunk_bytes = 1, .max_inflight_chunks = 1});
-    EXPECT_EQ(group->comms[0]->options().chunk_bytes, 4u);
+    EXPECT_EQ(group->comms[0]->options().chunk_bytes, 8u);
     constexpr size_t kCount = 37;
     auto results = RunRanks(p, [&](int r) -> absl::Status {
       std::vector<uint8_t> data = MakeInput(DataType::kFloat16, r, kCount);
@@ -207,6 +207,75 @@ TEST(AllreduceTinyChunksTest, OneElementChunksAndWindowOne) {
       return CheckAllreduce(DataType::kFloat16, ReduceOp::kSum, p, kCount, data);
     });
     ExpectAllOk(results);
+  }
+}
+
+// 8-byte elements never straddle two chunks: chunk_bytes is rounded down to a multiple of 8 (a
+// 12-byte chunk used to split fp64 and int64 elements between two reductions).
+TEST(AllreduceTinyChunksTest, EightByteElementsWithAnOddChunkSize) {
+  for (int p : {2, 3}) {
+    auto group = MakeGroup(p, {.chunk_bytes = 12, .max_inflight_chunks = 2});
+    EXPECT_EQ(group->comms[0]->options().chunk_bytes, 8u);
+    constexpr size_t kCount = 41;
+    auto results = RunRanks(p, [&](int r) -> absl::Status {
+      std::vector<double> d(kCount);
+      std::vector<int64_t> q(kCount);
+      for (size_t i = 0; i < kCount; ++i) {
+        d[i] = InputValue(r, i) + 0.5;
+        q[i] = int64_t{InputValue(r, i)} << 33;
+      }
+      RETURN_IF_ERROR(group->comms[r]->Allreduce(d.data(), d.data(), kCount, DataType::kFloat64,
+                                                 ReduceOp::kSum));
+      RETURN_IF_ERROR(group->comms[r]->Allreduce(q.data(), q.data(), kCount, DataType::kInt64,
+                                                 ReduceOp::kSum));
+      for (size_t i = 0; i < kCount; ++i) {
+        double want = 0;
+        int64_t want_q = 0;
+        for (int rr = 0; rr < p; ++rr) {
+          want += InputValue(rr, i) + 0.5;
+          want_q += int64_t{InputValue(rr, i)} << 33;
+        }
+        if (d[i] != want || q[i] != want_q) {
+          return absl::InternalError(absl::StrFormat("rank %d element %d: %g %d, want %g %d", r,
+                                                     i, d[i], q[i], want, want_q));
+        }
+      }
+      return absl::OkStatus();
+    });
+    ExpectAllOk(results);
+  }
+}
+
+// The ring runs its 2(p-1) steps as one pipeline: chunk c of step g+1 leaves once chunk c of step
+// g arrived, and an allgather chunk is received only after the reduce-scatter send of the same
+// range completed. Segments whose chunk counts differ (count = 4p+1 floats in 16-byte chunks:
+// one segment of 2 chunks, the rest of 1; and larger counts with a ragged last chunk), windows
+// from 1 to 8 and both idle modes (sleeping, and waiting in the transport) must all be exact,
+// back to back on one communicator.
+TEST(AllreducePipelineTest, UnevenChunkCountsEveryWindowBothIdleModes) {
+  for (int p : {2, 3, 4}) {
+    for (int window : {1, 2, 3, 8}) {
+      for (absl::Duration sleep : {absl::ZeroDuration(), absl::Microseconds(100)}) {
+        auto group = MakeGroup(p, {.chunk_bytes = 16,
+                                   .max_inflight_chunks = window,
+                                   .op_timeout = absl::Seconds(20),
+                                   .max_idle_sleep = sleep});
+        for (size_t count : {static_cast<size_t>(4 * p + 1), size_t{1031}, size_t{4099}}) {
+          for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+            auto results = RunRanks(p, [&](int r) -> absl::Status {
+              std::vector<uint8_t> data = MakeInput(DataType::kFloat32, r, count);
+              RETURN_IF_ERROR(group->comms[r]->Allreduce(data.data(), data.data(), count,
+                                                         DataType::kFloat32, op));
+              return CheckAllreduce(DataType::kFloat32, op, p, count, data);
+            });
+            SCOPED_TRACE(absl::StrCat("p ", p, " window ", window, " sleep ",
+                                      absl::FormatDuration(sleep), " count ", count, " op ",
+                                      std::string(ReduceOpName(op))));
+            ExpectAllOk(results);
+          }
+        }
+      }
+    }
   }
 }
 
