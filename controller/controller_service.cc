@@ -1,0 +1,331 @@
+#include "controller/controller_service.h"
+
+#include <deque>
+#include <utility>
+
+#include "absl/synchronization/mutex.h"
+#include "daemon/control/proto_convert.h"
+
+namespace gravac::controller {
+namespace {
+
+namespace v1 = ::gravac::v1;
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+void ToProto(const NodeEntry& in, v1::NodeInfo* out) {
+  out->set_node_rank(in.node_rank);
+  out->set_node_name(in.node_name);
+  out->set_first_rank(in.first_rank);
+  out->set_local_count(in.local_count);
+  out->set_transport_address(in.transport_address);
+}
+
+// Join: finishes when the Coordinator answers; a joiner that goes away is removed.
+class JoinReactor final : public grpc::ServerUnaryReactor {
+ public:
+  JoinReactor(Coordinator* coordinator, const v1::JoinRequest& request, v1::JoinResponse* response)
+      : coordinator_(coordinator), state_(std::make_shared<State>()) {
+    JoinRequestInfo info;
+    info.node_name = request.node_name();
+    info.first_rank = request.first_rank();
+    info.local_count = request.local_count();
+    info.world_size = request.world_size();
+    info.transport_address = request.transport_address();
+    info.rejoin = request.rejoin();
+    info.node_rank = request.node_rank();
+    info.newest_epoch = request.newest_epoch();
+    info.last_step = request.last_step();
+    // The callback may run inline, or later on another thread; after Finish the reactor may be
+    // gone, so what follows Join() only touches the shared state.
+    std::shared_ptr<State> state = state_;
+    const int64_t ticket =
+        coordinator_->Join(info, [this, response, state](absl::StatusOr<JoinReply> reply) {
+          {
+            absl::MutexLock lock(&state->mu);
+            state->finished = true;
+          }
+          if (!reply.ok()) {
+            Finish(ToGrpc(reply.status()));
+            return;
+          }
+          response->set_node_rank(reply->node_rank);
+          response->set_world_size(reply->world_size);
+          for (const NodeEntry& n : reply->nodes) ToProto(n, response->add_nodes());
+          daemon::ToProto(reply->job, response->mutable_job());
+          daemon::ToProto(reply->decision, response->mutable_decision());
+          Finish(grpc::Status::OK);
+        });
+    bool cancel = false;
+    {
+      absl::MutexLock lock(&state->mu);
+      state->ticket = ticket;
+      cancel = state->cancelled && !state->finished;
+    }
+    if (cancel) coordinator->CancelJoin(ticket);
+  }
+
+  void OnCancel() override {
+    int64_t ticket = 0;
+    {
+      absl::MutexLock lock(&state_->mu);
+      state_->cancelled = true;
+      if (state_->finished) return;
+      ticket = state_->ticket;
+    }
+    if (ticket != 0) coordinator_->CancelJoin(ticket);
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  struct State {
+    absl::Mutex mu;
+    int64_t ticket = 0;
+    bool cancelled = false;
+    bool finished = false;
+  };
+  Coordinator* coordinator_;
+  std::shared_ptr<State> state_;
+};
+
+class StatsReactor final : public grpc::ServerReadReactor<v1::StatsBatch> {
+ public:
+  StatsReactor(Coordinator* coordinator, Logger* log, v1::ReportStatsResponse* response)
+      : coordinator_(coordinator), log_(log), response_(response) {
+    StartRead(&batch_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // the daemon closed the stream, or the call was cancelled
+      response_->set_accepted(accepted_);
+      Finish(grpc::Status::OK);
+      return;
+    }
+    for (int i = 0; i < batch_.stats_size(); ++i) {
+      absl::Status s = coordinator_->ReportStats(
+          daemon::FromProto(batch_.stats(i), batch_.node_rank()), i == 0 ? batch_.dropped() : 0);
+      if (s.code() == absl::StatusCode::kFailedPrecondition) {
+        Finish(ToGrpc(s));
+        return;
+      }
+      if (!s.ok()) {
+        if (log_ != nullptr) GRAVAC_LOG(*log_, kWarning, "%s", s.ToString());
+        continue;
+      }
+      ++accepted_;
+    }
+    StartRead(&batch_);
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  Coordinator* coordinator_;
+  Logger* log_;
+  v1::ReportStatsResponse* response_;
+  v1::StatsBatch batch_;
+  int64_t accepted_ = 0;
+};
+
+class WatchReactor final : public grpc::ServerWriteReactor<v1::Decision>,
+                           public DecisionSubscriber {
+ public:
+  WatchReactor(Coordinator* coordinator, int node_rank) : coordinator_(coordinator) {
+    absl::StatusOr<int64_t> id = coordinator_->Subscribe(node_rank, this);
+    absl::MutexLock lock(&mu_);
+    if (!id.ok()) {
+      FinishLocked(ToGrpc(id.status()));
+      return;
+    }
+    id_ = *id;
+  }
+
+  void OnDecision(const JobDecision& decision) override {
+    absl::MutexLock lock(&mu_);
+    if (finishing_) return;
+    if (!queue_.empty() && decision.epoch <= queue_.back().epoch) return;
+    // A daemon only needs the newest decision: a slow reader gets the backlog coalesced.
+    if (queue_.size() >= kMaxQueued) queue_.pop_front();
+    queue_.push_back(decision);
+    if (!writing_) WriteNextLocked();
+  }
+  void OnEnd(const absl::Status& status) override {
+    absl::MutexLock lock(&mu_);
+    FinishLocked(ToGrpc(status));
+  }
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    if (!ok) {
+      queue_.clear();
+      FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "watch: write failed"));
+    }
+    if (finishing_) {
+      if (!finish_called_) {
+        finish_called_ = true;
+        Finish(final_);
+      }
+      return;
+    }
+    if (!queue_.empty()) WriteNextLocked();
+  }
+  void OnCancel() override {
+    absl::MutexLock lock(&mu_);
+    FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "watch: cancelled"));
+  }
+  void OnDone() override {
+    int64_t id = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      id = id_;
+    }
+    if (id != 0) coordinator_->Unsubscribe(id);
+    delete this;
+  }
+
+ private:
+  void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    daemon::ToProto(queue_.front(), &out_);
+    queue_.pop_front();
+    writing_ = true;
+    StartWrite(&out_);
+  }
+  // Finishes now, or once the write in flight completes.
+  void FinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finishing_) return;
+    finishing_ = true;
+    final_ = status;
+    if (!writing_) {
+      finish_called_ = true;
+      Finish(final_);
+    }
+  }
+
+  static constexpr size_t kMaxQueued = 64;
+
+  Coordinator* coordinator_;
+  absl::Mutex mu_;
+  int64_t id_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<JobDecision> queue_ ABSL_GUARDED_BY(mu_);
+  v1::Decision out_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finishing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finish_called_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status final_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+void ToProto(const JobStatusInfo& in, v1::JobStatus* out) {
+  out->set_assembled(in.assembled);
+  out->set_expected_nodes(in.expected_nodes);
+  out->set_joined_nodes(in.joined_nodes);
+  out->set_world_size(in.world_size);
+  for (const NodeStatusInfo& n : in.nodes) {
+    v1::NodeStatus* node = out->add_nodes();
+    ToProto(n.entry, node->mutable_info());
+    node->set_watching(n.watching);
+    node->set_last_step(n.last_step);
+    node->set_stats_dropped(n.stats_dropped);
+  }
+  daemon::ToProto(in.job, out->mutable_job());
+  daemon::ToProto(in.decision, out->mutable_decision());
+  out->set_steps_observed(in.steps_observed);
+  out->set_last_step(in.last_step);
+  out->set_throughput(in.throughput);
+  out->set_mean_throughput(in.mean_throughput);
+  out->set_last_step_seconds(in.last_step_seconds);
+  out->set_bytes_sent(in.bytes_sent);
+  out->set_bytes_dense(in.bytes_dense);
+  out->set_bytes_saved(in.bytes_dense - in.bytes_sent);
+  for (const auto& [theta, entry] : in.throughput_table) {
+    v1::ThroughputEntry* e = out->add_throughput_table();
+    e->set_theta(theta);
+    e->set_mean(entry.mean());
+    e->set_samples(entry.samples);
+    e->set_period_complete(entry.period_complete);
+  }
+  out->set_steps_incomplete(in.steps_incomplete);
+  out->set_steps_rejected(in.steps_rejected);
+  out->set_epoch_base(in.epoch_base);
+}
+
+ControllerService::ControllerService(Coordinator* coordinator, Logger* log)
+    : coordinator_(coordinator), log_(log) {}
+
+grpc::ServerUnaryReactor* ControllerService::Join(grpc::CallbackServerContext* /*context*/,
+                                                  const v1::JoinRequest* request,
+                                                  v1::JoinResponse* response) {
+  return new JoinReactor(coordinator_, *request, response);
+}
+
+grpc::ServerReadReactor<v1::StatsBatch>* ControllerService::ReportStats(
+    grpc::CallbackServerContext* /*context*/, v1::ReportStatsResponse* response) {
+  return new StatsReactor(coordinator_, log_, response);
+}
+
+grpc::ServerWriteReactor<v1::Decision>* ControllerService::WatchDecisions(
+    grpc::CallbackServerContext* /*context*/, const v1::WatchDecisionsRequest* request) {
+  return new WatchReactor(coordinator_, request->node_rank());
+}
+
+grpc::ServerUnaryReactor* ControllerService::GetJobStatus(
+    grpc::CallbackServerContext* context, const v1::GetJobStatusRequest* /*request*/,
+    v1::JobStatus* response) {
+  ToProto(coordinator_->Status(), response);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+absl::StatusOr<std::unique_ptr<ControllerServer>> ControllerServer::Start(
+    ControllerServerOptions options) {
+  std::unique_ptr<ControllerServer> server(new ControllerServer());
+  Logger* log = options.coordinator.log;
+  auto coordinator = Coordinator::Create(options.coordinator);
+  if (!coordinator.ok()) return coordinator.status();
+  server->coordinator_ = std::move(coordinator).value();
+  server->service_ = std::make_unique<ControllerService>(server->coordinator_.get(), log);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &server->port_);
+  builder.RegisterService(server->service_.get());
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr || server->port_ == 0) {
+    return absl::UnavailableError(
+        absl::StrFormat("controller: cannot listen on '%s'", options.listen));
+  }
+  server->options_ = std::move(options);
+  server->ticker_ = std::thread([s = server.get()] { s->Tick(); });
+  if (log != nullptr) {
+    GRAVAC_LOG(*log, kInfo, "listening on %s (port %d), expecting %d nodes",
+               server->options_.listen, server->port_, server->options_.coordinator.nodes);
+  }
+  return server;
+}
+
+void ControllerServer::Tick() {
+  while (!stop_.WaitForNotificationWithTimeout(options_.tick)) {
+    const absl::Time now = absl::Now();
+    coordinator_->ExpireJoins(now);
+    coordinator_->DeliverDue(now);
+  }
+}
+
+void ControllerServer::Shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  coordinator_->Shutdown();
+  server_->Shutdown(std::chrono::system_clock::now() +
+                    absl::ToChronoMilliseconds(options_.shutdown_grace));
+  server_->Wait();
+  stop_.Notify();
+  if (ticker_.joinable()) ticker_.join();
+}
+
+ControllerServer::~ControllerServer() {
+  if (server_ != nullptr) Shutdown();
+}
+
+}  // namespace gravac::controller

@@ -1,0 +1,402 @@
+// Coordinator: membership, subscriptions and status (statistics and decisions are in
+// coordinator_stats.cc).
+#include "controller/coordinator.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "core/absl_compat.h"
+
+namespace gravac::controller {
+namespace {
+
+std::string Describe(const JoinRequestInfo& r) {
+  return absl::StrFormat("node '%s' (ranks %d..%d of %d)", r.node_name, r.first_rank,
+                         r.first_rank + r.local_count - 1, r.world_size);
+}
+
+// Rank ranges of [0, world) that no joiner covers, as "a..b" pieces.
+std::string MissingRanks(const std::vector<std::pair<int, int>>& covered_sorted, int world) {
+  std::vector<std::string> gaps;
+  int next = 0;
+  for (const auto& [first, count] : covered_sorted) {
+    if (first > next) gaps.push_back(absl::StrFormat("%d..%d", next, first - 1));
+    next = std::max(next, first + count);
+  }
+  if (next < world) gaps.push_back(absl::StrFormat("%d..%d", next, world - 1));
+  return gaps.empty() ? "none" : absl::StrJoin(gaps, ", ");
+}
+
+}  // namespace
+
+absl::StatusOr<std::map<int, absl::Duration>> ParseDecisionDelay(std::string_view text) {
+  std::map<int, absl::Duration> delays;
+  if (text.empty()) return delays;
+  for (absl::string_view entry : absl::StrSplit(AsAbsl(text), ',', absl::SkipWhitespace())) {
+    std::vector<absl::string_view> parts = absl::StrSplit(entry, ':');
+    int node = 0;
+    int64_t ms = 0;
+    if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &node) ||
+        !absl::SimpleAtoi(parts[1], &ms) || node < 0 || ms < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("decision_delay: entry '", entry, "' is not node:ms (node >= 0, ms >= 0)"));
+    }
+    delays[node] = absl::Milliseconds(ms);
+  }
+  return delays;
+}
+
+absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(CoordinatorOptions options) {
+  if (options.nodes < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("nodes: must be >= 1, got ", options.nodes));
+  }
+  if (options.max_pending_steps < 1) {
+    return absl::InvalidArgumentError("max_pending_steps: must be >= 1");
+  }
+  for (const auto& [node, delay] : options.decision_delay) {
+    if (node >= options.nodes) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "decision_delay: node %d does not exist (the job has %d nodes)", node, options.nodes));
+    }
+  }
+  auto policy = policy::GravacPolicy::Create(options.policy);
+  if (!policy.ok()) return policy.status();
+  return std::unique_ptr<Coordinator>(
+      new Coordinator(std::move(options), std::move(policy).value()));
+}
+
+Coordinator::Coordinator(CoordinatorOptions options, policy::GravacPolicy policy)
+    : options_(std::move(options)), policy_(std::move(policy)) {
+  current_ = FromPolicy(policy_.current(), 0);
+}
+
+JobConfig Coordinator::MakeJobConfig() const {
+  JobConfig job;
+  job.compressor = options_.compressor;
+  job.theta_min = options_.policy.theta_min;
+  job.theta_max = options_.policy.theta_max;
+  job.job_seed = options_.job_seed;
+  job.global_norm = options_.policy.norm_mode == policy::NormMode::kGlobalSquaredL2;
+  return job;
+}
+
+JoinReply Coordinator::MakeReply(int node_rank) const {
+  JoinReply reply;
+  reply.node_rank = node_rank;
+  reply.nodes = nodes_;
+  reply.world_size = world_size_;
+  reply.job = MakeJobConfig();
+  reply.decision = current_;
+  return reply;
+}
+
+bool Coordinator::assembled() const {
+  absl::MutexLock lock(&mu_);
+  return !nodes_.empty();
+}
+
+absl::Status Coordinator::CheckJoiner(const JoinRequestInfo& r) const {
+  if (r.node_name.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("join: node_name is empty (first_rank %d)", r.first_rank));
+  }
+  if (r.world_size < 1 || r.local_count < 1 || r.first_rank < 0 ||
+      r.first_rank + r.local_count > r.world_size) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "join: %s: first_rank/local_count/world_size do not describe ranks inside the world",
+        Describe(r)));
+  }
+  for (const Joiner& j : joiners_) {
+    const JoinRequestInfo& o = j.request;
+    if (o.world_size != r.world_size) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("join: world_size disagrees: node '%s' says %d, node '%s' says %d",
+                          o.node_name, o.world_size, r.node_name, r.world_size));
+    }
+    if (o.node_name == r.node_name) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "join: duplicate node_name '%s' (ranks %d..%d and %d..%d)", r.node_name, o.first_rank,
+          o.first_rank + o.local_count - 1, r.first_rank, r.first_rank + r.local_count - 1));
+    }
+    if (r.first_rank < o.first_rank + o.local_count &&
+        o.first_rank < r.first_rank + r.local_count) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("join: overlapping ranks: %s and %s", Describe(o), Describe(r)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::optional<int> Coordinator::MatchAssembled(const JoinRequestInfo& r) const {
+  for (const NodeEntry& n : nodes_) {
+    if (r.rejoin && n.node_rank != r.node_rank) continue;
+    if (n.node_name == r.node_name && n.first_rank == r.first_rank &&
+        n.local_count == r.local_count && r.world_size == world_size_) {
+      return n.node_rank;
+    }
+  }
+  return std::nullopt;
+}
+
+int64_t Coordinator::Join(const JoinRequestInfo& request, JoinCallback done) {
+  absl::MutexLock lock(&mu_);
+  const int64_t ticket = next_ticket_++;
+  if (shut_down_) {
+    done(absl::UnavailableError("join: the controller is shutting down"));
+    return ticket;
+  }
+  if (!nodes_.empty()) {
+    if (std::optional<int> rank = MatchAssembled(request)) {
+      done(MakeReply(*rank));
+      return ticket;
+    }
+    done(absl::FailedPreconditionError(absl::StrFormat(
+        "join: the job is already assembled (%d nodes, world size %d) and has no %s%s",
+        static_cast<int>(nodes_.size()), world_size_, Describe(request),
+        request.rejoin ? absl::StrFormat(" at node rank %d", request.node_rank) : "")));
+    return ticket;
+  }
+  if (absl::Status s = CheckJoiner(request); !s.ok()) {
+    joiners_.push_back({ticket, request, std::move(done)});
+    FailRound(s);
+    return ticket;
+  }
+  if (joiners_.empty()) round_started_ = absl::Now();
+  joiners_.push_back({ticket, request, std::move(done)});
+  if (options_.log != nullptr) {
+    GRAVAC_LOG(*options_.log, kInfo, "join %d/%d: %s%s", static_cast<int>(joiners_.size()),
+               options_.nodes, Describe(request), request.rejoin ? " (re-join)" : "");
+  }
+  int covered = 0;
+  std::vector<std::pair<int, int>> ranges;
+  for (const Joiner& j : joiners_) {
+    covered += j.request.local_count;
+    ranges.emplace_back(j.request.first_rank, j.request.local_count);
+  }
+  std::sort(ranges.begin(), ranges.end());
+  const int world = request.world_size;
+  const int joined = static_cast<int>(joiners_.size());
+  if (joined == options_.nodes && covered != world) {
+    FailRound(absl::InvalidArgumentError(
+        absl::StrFormat("join: all %d nodes joined but ranks %s of world size %d are missing",
+                        joined, MissingRanks(ranges, world), world)));
+  } else if (joined < options_.nodes && covered == world) {
+    FailRound(absl::InvalidArgumentError(absl::StrFormat(
+        "join: %d nodes cover all %d ranks but the controller expects %d nodes (--nodes)", joined,
+        world, options_.nodes)));
+  } else if (joined == options_.nodes) {
+    CompleteRound();
+  }
+  return ticket;
+}
+
+void Coordinator::FailRound(const absl::Status& status) {
+  if (options_.log != nullptr && !joiners_.empty()) {
+    GRAVAC_LOG(*options_.log, kError, "%s", status.ToString());
+  }
+  std::vector<Joiner> joiners = std::move(joiners_);
+  joiners_.clear();
+  for (Joiner& j : joiners) j.done(status);
+}
+
+void Coordinator::CompleteRound() {
+  std::vector<Joiner> joiners = std::move(joiners_);
+  joiners_.clear();
+  std::sort(joiners.begin(), joiners.end(), [](const Joiner& a, const Joiner& b) {
+    return a.request.first_rank < b.request.first_rank;
+  });
+  int64_t max_epoch = 0;
+  int64_t max_step = -1;
+  bool rejoin = false;
+  for (size_t i = 0; i < joiners.size(); ++i) {
+    const JoinRequestInfo& r = joiners[i].request;
+    if (r.rejoin && r.node_rank != static_cast<int>(i)) {
+      joiners_ = std::move(joiners);
+      FailRound(absl::InvalidArgumentError(
+          absl::StrFormat("join: %s re-joins as node rank %d but its ranks make it node rank %d",
+                          Describe(r), r.node_rank, static_cast<int>(i))));
+      return;
+    }
+    rejoin = rejoin || r.rejoin;
+    max_epoch = std::max(max_epoch, r.newest_epoch);
+    max_step = std::max(max_step, r.last_step);
+  }
+  world_size_ = joiners.front().request.world_size;
+  for (size_t i = 0; i < joiners.size(); ++i) {
+    const JoinRequestInfo& r = joiners[i].request;
+    NodeEntry entry{static_cast<int>(i), r.node_name, r.first_rank, r.local_count,
+                    r.transport_address};
+    nodes_.push_back(entry);
+    node_status_.push_back({entry, false, -1, 0});
+  }
+  if (rejoin && max_epoch > 0) {
+    // A restarted controller: the daemons hold epochs up to max_epoch from the previous one.
+    // Publish this controller's policy decision above them so every daemon follows it.
+    epoch_base_ = max_epoch;
+    last_observed_ = max_step;
+    current_ = FromPolicy(policy_.current(), epoch_base_ + 1);
+    current_.first_step = max_step + 1;
+  }
+  if (options_.log != nullptr) {
+    GRAVAC_LOG(*options_.log, kInfo, "job assembled: %d nodes, world size %d%s",
+               static_cast<int>(nodes_.size()), world_size_,
+               rejoin ? absl::StrFormat(" (re-joined; daemons held epochs up to %d, continuing at "
+                                        "epoch %d)",
+                                        max_epoch, current_.epoch)
+                      : "");
+  }
+  for (Joiner& j : joiners) {
+    int rank = 0;
+    for (const NodeEntry& n : nodes_) {
+      if (n.first_rank == j.request.first_rank) rank = n.node_rank;
+    }
+    j.done(MakeReply(rank));
+  }
+  if (current_.epoch > 0) Publish(current_);
+}
+
+void Coordinator::CancelJoin(int64_t ticket) {
+  absl::MutexLock lock(&mu_);
+  for (auto it = joiners_.begin(); it != joiners_.end(); ++it) {
+    if (it->ticket != ticket) continue;
+    JoinCallback done = std::move(it->done);
+    if (options_.log != nullptr) {
+      GRAVAC_LOG(*options_.log, kWarning, "join: %s went away before the job assembled",
+                 Describe(it->request));
+    }
+    joiners_.erase(it);
+    done(absl::CancelledError("join: cancelled by the joiner"));
+    return;
+  }
+}
+
+void Coordinator::ExpireJoins(absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  if (joiners_.empty() || now - round_started_ < options_.join_timeout) return;
+  std::vector<std::pair<int, int>> ranges;
+  std::vector<std::string> names;
+  for (const Joiner& j : joiners_) {
+    ranges.emplace_back(j.request.first_rank, j.request.local_count);
+    names.push_back(j.request.node_name);
+  }
+  std::sort(ranges.begin(), ranges.end());
+  const int world = joiners_.front().request.world_size;
+  FailRound(absl::DeadlineExceededError(absl::StrFormat(
+      "join: the job did not assemble within %s: %d of %d nodes joined (%s); ranks %s of world "
+      "size %d are missing",
+      absl::FormatDuration(options_.join_timeout), static_cast<int>(joiners_.size()),
+      options_.nodes, absl::StrJoin(names, ", "), MissingRanks(ranges, world), world)));
+}
+
+absl::StatusOr<int64_t> Coordinator::Subscribe(int node_rank, DecisionSubscriber* subscriber) {
+  absl::MutexLock lock(&mu_);
+  if (shut_down_) return absl::UnavailableError("watch: the controller is shutting down");
+  if (node_rank < 0 || node_rank >= static_cast<int>(nodes_.size())) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "watch: node rank %d is not part of the job (%d nodes assembled); join first", node_rank,
+        static_cast<int>(nodes_.size())));
+  }
+  const int64_t id = next_subscription_++;
+  Subscription sub{node_rank, subscriber};
+  subscriptions_[id] = sub;
+  Deliver(id, sub, current_);
+  return id;
+}
+
+void Coordinator::Unsubscribe(int64_t id) {
+  absl::MutexLock lock(&mu_);
+  subscriptions_.erase(id);
+  std::erase_if(delayed_, [id](const DelayedDelivery& d) { return d.subscription == id; });
+}
+
+void Coordinator::Deliver(int64_t id, const Subscription& sub, const JobDecision& decision) {
+  auto delay = options_.decision_delay.find(sub.node_rank);
+  if (delay != options_.decision_delay.end() && delay->second > absl::ZeroDuration()) {
+    delayed_.push_back({absl::Now() + delay->second, id, decision});
+    return;
+  }
+  sub.subscriber->OnDecision(decision);
+}
+
+void Coordinator::DeliverDue(absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  std::vector<DelayedDelivery> keep;
+  for (DelayedDelivery& d : delayed_) {
+    if (d.due > now) {
+      keep.push_back(std::move(d));
+      continue;
+    }
+    auto it = subscriptions_.find(d.subscription);
+    if (it != subscriptions_.end()) it->second.subscriber->OnDecision(d.decision);
+  }
+  delayed_ = std::move(keep);
+}
+
+std::optional<absl::Time> Coordinator::NextDelivery() const {
+  absl::MutexLock lock(&mu_);
+  std::optional<absl::Time> next;
+  for (const DelayedDelivery& d : delayed_) {
+    if (!next || d.due < *next) next = d.due;
+  }
+  return next;
+}
+
+void Coordinator::Shutdown() {
+  absl::MutexLock lock(&mu_);
+  if (shut_down_) return;
+  shut_down_ = true;
+  FailRound(absl::UnavailableError("join: the controller is shutting down"));
+  std::map<int64_t, Subscription> subs = std::move(subscriptions_);
+  subscriptions_.clear();
+  delayed_.clear();
+  for (auto& [id, sub] : subs) {
+    sub.subscriber->OnEnd(absl::UnavailableError("the controller is shutting down"));
+  }
+}
+
+JobDecision Coordinator::Current() const {
+  absl::MutexLock lock(&mu_);
+  return current_;
+}
+
+JobStatusInfo Coordinator::Status() const {
+  absl::MutexLock lock(&mu_);
+  JobStatusInfo s;
+  s.assembled = !nodes_.empty();
+  s.expected_nodes = options_.nodes;
+  s.job = MakeJobConfig();
+  s.decision = current_;
+  if (s.assembled) {
+    s.joined_nodes = static_cast<int>(nodes_.size());
+    s.world_size = world_size_;
+    s.nodes = node_status_;
+    for (const auto& [id, sub] : subscriptions_) s.nodes[sub.node_rank].watching = true;
+  } else {
+    s.joined_nodes = static_cast<int>(joiners_.size());
+    for (const Joiner& j : joiners_) {
+      const JoinRequestInfo& r = j.request;
+      s.world_size = r.world_size;
+      s.nodes.push_back(
+          {{-1, r.node_name, r.first_rank, r.local_count, r.transport_address}, false, -1, 0});
+    }
+  }
+  s.steps_observed = policy_.observed_steps();
+  s.last_step = last_observed_;
+  s.throughput = last_throughput_;
+  s.mean_throughput = sum_seconds_ > 0 ? sum_samples_ / sum_seconds_ : 0.0;
+  s.last_step_seconds = last_step_seconds_;
+  s.bytes_sent = bytes_sent_;
+  s.bytes_dense = bytes_dense_;
+  for (const auto& [theta, entry] : policy_.throughput_table().entries()) {
+    s.throughput_table.emplace_back(theta, entry);
+  }
+  s.steps_incomplete = steps_incomplete_;
+  s.steps_rejected = steps_rejected_;
+  s.epoch_base = epoch_base_;
+  return s;
+}
+
+}  // namespace gravac::controller

@@ -1,0 +1,82 @@
+// gravacctl: inspect a running gravac job through its controller.
+//
+//   gravacctl status --controller host:port [--json] [--timeout_s 5]
+//
+// Prints the nodes and their ranks, the θ in force, the search state, the gains, the throughput
+// and the bytes saved. Exit code 0 on success, 1 when the controller cannot be reached or the
+// command line is wrong.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+#include "controller/ctl/status_format.h"
+#include "core/settings.h"
+#include "core/status.h"
+#include "gravac/v1/controller.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+
+namespace gravac::ctl {
+namespace {
+
+constexpr SettingSpec kSettings[] = {
+    {"controller", "GRAVAC_CONTROLLER", "", "host:port of gravac-controller", SettingType::kString},
+    {"json", "", "false", "print the status as JSON", SettingType::kBool},
+    {"timeout_s", "", "5", "give up after this many seconds", SettingType::kInt},
+};
+
+constexpr char kUsage[] = "usage: gravacctl status --controller host:port [--json]\n";
+
+absl::Status Main(const Settings& s) {
+  const std::vector<std::string>& args = s.positional();
+  if (args.size() != 1 || args[0] != "status") return absl::InvalidArgumentError(kUsage);
+  ASSIGN_OR_RETURN(std::string address, s.GetString("controller"));
+  if (address.empty()) {
+    return absl::InvalidArgumentError("--controller (or GRAVAC_CONTROLLER) is required");
+  }
+  ASSIGN_OR_RETURN(bool json, s.GetBool("json"));
+  ASSIGN_OR_RETURN(int64_t timeout_s, s.GetInt("timeout_s"));
+  auto stub = gravac::v1::Controller::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_wait_for_ready(true);
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(timeout_s)));
+  gravac::v1::JobStatus status;
+  grpc::Status rpc = stub->GetJobStatus(&ctx, gravac::v1::GetJobStatusRequest(), &status);
+  if (!rpc.ok()) {
+    return absl::Status(
+        static_cast<absl::StatusCode>(rpc.error_code()),
+        absl::StrFormat("status from controller %s: %s", address, rpc.error_message()));
+  }
+  if (json) {
+    ASSIGN_OR_RETURN(std::string text, FormatStatusJson(status));
+    std::fputs(text.c_str(), stdout);
+    std::fputs("\n", stdout);
+  } else {
+    std::fputs(FormatStatusTable(status).c_str(), stdout);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace gravac::ctl
+
+int main(int argc, char** argv) {
+  using gravac::Settings;
+  namespace c = gravac::ctl;
+  std::vector<const char*> args(argv + 1, argv + argc);
+  absl::StatusOr<Settings> settings =
+      Settings::Parse(c::kSettings, args, gravac::ProcessEnvironment());
+  if (settings.ok() && settings->help_requested()) {
+    std::fputs(c::kUsage, stdout);
+    std::fputs(Settings::Help(c::kSettings, "gravacctl").c_str(), stdout);
+    return 0;
+  }
+  absl::Status status = settings.ok() ? c::Main(*settings) : settings.status();
+  if (!status.ok()) {
+    absl::FPrintF(stderr, "gravacctl: %s\n", status.ToString());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,112 @@
+// ControllerClient: the daemon's link to gravac-controller (proto/gravac/v1/controller.proto).
+//
+// It joins the job (Join: blocks until every daemon of the job joined, bounded by join_timeout),
+// then, after Start(), runs two background threads:
+//   - a decision watcher: a WatchDecisions server stream; every newer decision replaces the one
+//     Newest() returns (epochs only grow);
+//   - a stats sender: a ReportStats client stream fed from a bounded queue. Report() never blocks;
+//     when the queue is full (the controller is away) the oldest entry is dropped and counted.
+// When the controller is unreachable both threads reconnect with exponential backoff (re-joining
+// with this node's rank and newest epoch, so a restarted controller rebuilds its state); the last
+// decision stays in force meanwhile, so training continues (DESIGN.md invariant 4).
+// Before any decision arrived Newest() is epoch 0 built from the JobConfig received at Join
+// (θ = θ_c = θ_min, warm-up, searching).
+//
+// Thread-safety: Newest() and Report() are safe from any thread and never block on the network.
+// Join and Start are called once each, in that order, from one thread. Shutdown may be called
+// from any thread at any time, also while Join blocks (Join then returns Cancelled); it flushes
+// queued stats (bounded by shutdown_timeout), stops the threads and is idempotent; the destructor
+// calls it. Node names must be unique within a job (the controller refuses duplicates).
+#ifndef GRAVAC_DAEMON_CONTROL_CONTROLLER_CLIENT_H_
+#define GRAVAC_DAEMON_CONTROL_CONTROLLER_CLIENT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "core/logging.h"
+#include "daemon/engine/types.h"
+
+namespace gravac::daemon {
+
+struct ControllerClientOptions {
+  std::string address;  // host:port of gravac-controller
+  absl::Duration join_timeout = absl::Seconds(60);
+  Logger* log = nullptr;  // not owned; nullptr = no logging
+  // Reconnect backoff: starts at the first value, doubles up to the second.
+  absl::Duration reconnect_initial = absl::Milliseconds(100);
+  absl::Duration reconnect_max = absl::Seconds(2);
+  // Stats not yet sent; the oldest is dropped when full.
+  size_t stats_queue_capacity = 4096;
+  // Stats are sent in batches of at most this many entries.
+  size_t stats_batch_size = 64;
+  // Shutdown waits at most this long for queued stats to be sent.
+  absl::Duration shutdown_timeout = absl::Seconds(2);
+};
+
+// What this daemon tells the controller when it joins.
+struct JoinInfo {
+  std::string node_name;          // e.g. the host name; for status and error messages
+  int first_rank = 0;             // first global rank of this node's workers
+  int local_count = 0;            // workers on this node
+  int world_size = 0;             // workers in the job
+  std::string transport_address;  // opaque data-plane address blob of this daemon
+};
+
+// What the controller answers once every daemon joined.
+struct JoinResult {
+  int node_rank = 0;
+  std::vector<NodeLayout> layout;                // by node rank (= rank order)
+  std::vector<std::string> transport_addresses;  // by node rank
+  JobConfig job;
+};
+
+class ControllerClient : public DecisionSource, public StatsSink {
+ public:
+  // InvalidArgument for an empty address. Does not connect yet.
+  static absl::StatusOr<std::unique_ptr<ControllerClient>> Create(ControllerClientOptions options);
+
+  ~ControllerClient() override;
+  ControllerClient(const ControllerClient&) = delete;
+  ControllerClient& operator=(const ControllerClient&) = delete;
+
+  // Registers this node and blocks until all daemons of the job joined (at most join_timeout;
+  // retries while the controller is not reachable yet). Errors: DeadlineExceeded when the job did
+  // not assemble in time; the controller's error (InvalidArgument / AlreadyExists ...) naming the
+  // field when the membership is inconsistent (duplicate node, overlapping ranks, world size).
+  absl::StatusOr<JoinResult> Join(const JoinInfo& info);
+
+  // Starts the decision watcher and the stats sender. Precondition: Join succeeded.
+  void Start();
+
+  // The newest decision this node holds. Non-blocking.
+  JobDecision Newest() const override;
+
+  // Queues one step's statistics for the controller. Non-blocking; drops the oldest queued entry
+  // when the queue is full.
+  void Report(const NodeStepStats& stats) override;
+
+  // Flushes queued stats (bounded by shutdown_timeout), stops the threads. Idempotent.
+  void Shutdown();
+
+  // Stats entries dropped because the queue was full (the controller was away).
+  int64_t dropped_stats() const;
+  // Stats entries the controller acknowledged.
+  int64_t sent_stats() const;
+  // Successful re-joins after the decision stream ended (the controller was away or restarted).
+  int64_t reconnects() const;
+
+  class Impl;
+
+ private:
+  explicit ControllerClient(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gravac::daemon
+
+#endif  // GRAVAC_DAEMON_CONTROL_CONTROLLER_CLIENT_H_

@@ -1,0 +1,204 @@
+// gravacctl and gravac-controller as processes: the real controller binary (started with
+// --port_file and small policy settings), a daemon's ControllerClient joining and reporting
+// steps, `gravacctl status` (table and --json) against it, SIGTERM shutdown with the decision
+// log lines; gravacctl against no controller; the table formatter on a known status.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "controller/ctl/status_format.h"
+#include "core/testing/status_matchers.h"
+#include "daemon/control/controller_client.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gravac::ctl {
+namespace {
+
+using ::gravac::testing::IsOk;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;
+};
+
+// Runs a shell command (bounded to 20 s by coreutils timeout) and captures stdout and
+// stderr.
+CommandResult RunCommand(const std::string& command) {
+  CommandResult r;
+  FILE* pipe = popen(("timeout 20 " + command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) r.output.append(buf, n);
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(Gravacctl, FormatsAKnownStatus) {
+  gravac::v1::JobStatus s;
+  s.set_assembled(true);
+  s.set_expected_nodes(2);
+  s.set_joined_nodes(2);
+  s.set_world_size(4);
+  s.mutable_job()->set_compressor("topk");
+  s.mutable_job()->set_theta_min(10);
+  s.mutable_job()->set_theta_max(1000);
+  auto* d = s.mutable_decision();
+  d->set_epoch(3);
+  d->set_first_step(120);
+  d->set_theta(40);
+  d->set_theta_candidate(80);
+  d->set_searching(true);
+  d->set_phase("searching");
+  d->set_gain_min(0.95);
+  d->set_gain_c(0.8125);
+  s.set_steps_observed(150);
+  s.set_last_step(149);
+  s.set_throughput(1000);
+  s.set_bytes_sent(1 << 20);
+  s.set_bytes_dense(4 << 20);
+  s.set_bytes_saved(3 << 20);
+  for (int n = 0; n < 2; ++n) {
+    auto* node = s.add_nodes();
+    node->mutable_info()->set_node_rank(n);
+    node->mutable_info()->set_node_name(absl::StrFormat("host-%d", n));
+    node->mutable_info()->set_first_rank(2 * n);
+    node->mutable_info()->set_local_count(2);
+    node->set_watching(n == 0);
+    node->set_last_step(149);
+  }
+  auto* ct = s.add_throughput_table();
+  ct->set_theta(10);
+  ct->set_mean(812.5);
+  ct->set_samples(40);
+  ct->set_period_complete(true);
+  const std::string table = FormatStatusTable(s);
+  EXPECT_THAT(table, HasSubstr("assembled, 2 of 2 nodes, world size 4"));
+  EXPECT_THAT(table, HasSubstr("epoch 3 from step 120: theta 40, theta_c 80"));
+  EXPECT_THAT(table, HasSubstr("phase searching, searching"));
+  EXPECT_THAT(table, HasSubstr("gain_min 0.9500, gain_c 0.8125"));
+  EXPECT_THAT(table, HasSubstr("sent 1.0 MiB of 4.0 MiB dense, saved 3.0 MiB (75.0%)"));
+  EXPECT_THAT(table, HasSubstr("1     host-1  2-3    no "));
+  EXPECT_THAT(table, HasSubstr("812.50"));
+  ASSERT_OK_AND_ASSIGN(std::string json, FormatStatusJson(s));
+  EXPECT_THAT(json, HasSubstr("\"node_name\": \"host-1\""));
+  EXPECT_THAT(json, HasSubstr("\"theta_candidate\": 80"));
+  EXPECT_EQ(HumanBytes(512), "512 B");
+  EXPECT_EQ(HumanBytes(1536), "1.5 KiB");
+}
+
+TEST(Gravacctl, FailsClearlyWithoutAController) {
+  CommandResult r =
+      RunCommand(std::string(GRAVACCTL_PATH) + " status --controller 127.0.0.1:1 --timeout_s 1");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.output, HasSubstr("status from controller 127.0.0.1:1"));
+  CommandResult usage = RunCommand(std::string(GRAVACCTL_PATH) + " frobnicate --controller x:1");
+  EXPECT_EQ(usage.exit_code, 1);
+  EXPECT_THAT(usage.output, HasSubstr("usage: gravacctl status"));
+}
+
+TEST(Gravacctl, StatusOfARunningController) {
+  const std::string dir = ::testing::TempDir() + absl::StrFormat("/gravacctl_test_%d", getpid());
+  ASSERT_EQ(RunCommand("mkdir -p " + dir).exit_code, 0);
+  const std::string port_file = dir + "/port";
+  const std::string log_file = dir + "/controller.log";
+  unlink(port_file.c_str());
+
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int fd = open(log_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 2);
+    execl(CONTROLLER_PATH, CONTROLLER_PATH, "--listen", "127.0.0.1:0", "--port_file",
+          port_file.c_str(), "--nodes", "1", "--window", "2", "--eval_steps", "4", "--theta_max",
+          "40", "--epsilon", "0.5", "--alpha", "0", "--decision_delay", "0:20",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int port = 0;
+  for (int i = 0; i < 2000 && port == 0; ++i) {
+    std::ifstream in(port_file);
+    if (!(in >> port)) port = 0;
+    if (port == 0) absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_GT(port, 0) << ReadFile(log_file);
+  const std::string address = absl::StrFormat("127.0.0.1:%d", port);
+
+  daemon::ControllerClientOptions o;
+  o.address = address;
+  o.join_timeout = absl::Seconds(10);
+  ASSERT_OK_AND_ASSIGN(auto client, daemon::ControllerClient::Create(o));
+  ASSERT_OK_AND_ASSIGN(daemon::JoinResult joined,
+                       client->Join({"node-0", 0, 2, 2, "address-blob"}));
+  EXPECT_EQ(joined.node_rank, 0);
+  client->Start();
+  for (int64_t step = 0; step < 12; ++step) {
+    const daemon::JobDecision d = client->Newest();
+    client->Report(
+        {0, step, d.theta, d.theta_candidate, 1.0, 0.9, 0.9, 0.05, 32, 1000, 10000, d.epoch});
+    // Follow the decisions like a daemon: wait (bounded) for this step to be observed.
+    for (int i = 0; i < 400; ++i) {
+      CommandResult r =
+          RunCommand(std::string(GRAVACCTL_PATH) + " status --json --controller " + address);
+      if (r.output.find(absl::StrFormat("\"last_step\": \"%d\"", step)) != std::string::npos) {
+        break;
+      }
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+  }
+  CommandResult table = RunCommand(std::string(GRAVACCTL_PATH) + " status --controller " + address);
+  EXPECT_EQ(table.exit_code, 0) << table.output;
+  EXPECT_THAT(table.output, HasSubstr("assembled, 1 of 1 nodes, world size 2"));
+  EXPECT_THAT(table.output, HasSubstr("node-0"));
+  EXPECT_THAT(table.output, HasSubstr("12 observed, last step 11"));
+  EXPECT_THAT(table.output, HasSubstr("saved 105.5 KiB (90.0%)"));
+  EXPECT_THAT(table.output, Not(HasSubstr("epoch 0 ")));
+  CommandResult json =
+      RunCommand(std::string(GRAVACCTL_PATH) + " status --json --controller " + address);
+  EXPECT_EQ(json.exit_code, 0);
+  EXPECT_THAT(json.output, HasSubstr("\"assembled\": true"));
+  EXPECT_THAT(json.output, HasSubstr("\"phase\": \""));
+
+  client->Shutdown();
+  ASSERT_EQ(kill(pid, SIGTERM), 0);
+  int status = 0;
+  pid_t done = 0;
+  for (int i = 0; i < 1000 && done == 0; ++i) {
+    done = waitpid(pid, &status, WNOHANG);
+    if (done == 0) absl::SleepFor(absl::Milliseconds(10));
+  }
+  if (done == 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    FAIL() << "gravac-controller did not stop within 10 s of SIGTERM";
+  }
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << ReadFile(log_file);
+  const std::string log = ReadFile(log_file);
+  EXPECT_THAT(log, HasSubstr("job assembled: 1 nodes, world size 2"));
+  EXPECT_THAT(log, HasSubstr("decision epoch 1 from step 2: theta 10 theta_c 10 phase searching"));
+  EXPECT_THAT(log, HasSubstr("shutting down"));
+  RunCommand("rm -rf " + dir);
+}
+
+}  // namespace
+}  // namespace gravac::ctl
