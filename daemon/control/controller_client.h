@@ -46,6 +46,9 @@ struct ControllerClientOptions {
   size_t stats_batch_size = 64;
   // Shutdown waits at most this long for queued stats to be sent.
   absl::Duration shutdown_timeout = absl::Seconds(2);
+  // HTTP/2 keepalive pings, also while idle, so a dead controller is noticed (the controller
+  // accepts pings every 5 s or more).
+  absl::Duration keepalive_time = absl::Seconds(10);
 };
 
 // What this daemon tells the controller when it joins.

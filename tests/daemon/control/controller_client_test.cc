@@ -299,6 +299,31 @@ TEST(ControllerClient, ControllerRestartKeepsDecisionsAndRejoins) {
   c1->Shutdown();
 }
 
+// Idle daemons ping the controller; gRPC's server default (pings at most every 5 minutes without
+// data, then GOAWAY "too_many_pings") dropped them after a few pings. With pings every 6 s the
+// third one came at 18 s; nothing may reconnect within 26 s.
+TEST(ControllerClient, IdleDaemonsSurviveKeepalivePings) {
+  ASSERT_OK_AND_ASSIGN(auto server, ControllerServer::Start(ServerOptions(2)));
+  std::vector<std::unique_ptr<ControllerClient>> clients;
+  for (int i = 0; i < 2; ++i) {
+    ControllerClientOptions o;
+    o.address = absl::StrFormat("127.0.0.1:%d", server->port());
+    o.log = TestLog();
+    o.keepalive_time = absl::Seconds(6);
+    ASSERT_OK_AND_ASSIGN(auto c, ControllerClient::Create(o));
+    clients.push_back(std::move(c));
+  }
+  auto joined = JoinAll({clients[0].get(), clients[1].get()}, {Info(0, 2), Info(1, 2)});
+  ASSERT_THAT(joined[0], IsOk());
+  ASSERT_THAT(joined[1], IsOk());
+  for (auto& c : clients) c->Start();
+  absl::SleepFor(absl::Seconds(26));
+  for (auto& c : clients) {
+    EXPECT_EQ(c->reconnects(), 0);
+    c->Shutdown();
+  }
+}
+
 TEST(ControllerClient, DelayHookDeliversLaterToOneNode) {
   ControllerServerOptions o = ServerOptions(2);
   o.coordinator.decision_delay = {{1, absl::Milliseconds(400)}};
