@@ -1,0 +1,177 @@
+/* gravac C API: the worker side of gravac. A worker (one per GPU or CPU slot) connects to its
+ * node's daemon (gravacd) over a Unix socket, places tensors in a shared-memory staging segment
+ * that the daemon has mapped, and posts allreduce / allgather / broadcast requests that complete
+ * asynchronously.
+ *
+ * Handles and ownership:
+ *   - gravac_context holds all state of one worker's connection (there are no globals; a process
+ *     may hold several contexts, e.g. tests running several workers as threads). It is created
+ *     by gravac_init / gravac_init_with_config and freed by gravac_shutdown.
+ *   - gravac_request is created by a *_async call and owned by the caller, who frees it with
+ *     gravac_request_free (before or after gravac_shutdown; freeing an unfinished request is
+ *     allowed: its result is discarded). Buffers passed to *_async (in, out, data) are read at
+ *     the call (inputs are copied into the staging segment before the call returns) and `out` /
+ *     `data` are written by the library before the request reports done; they must stay valid
+ *     until then (or until the request is freed).
+ *
+ * Blocking: *_async calls do not wait for the other ranks (they copy the input into the staging
+ *   segment and send one small message; when the segment is full they register a larger one).
+ *   gravac_wait blocks until the request completes; it is bounded by the daemon, which fails
+ *   every request of a job with a mismatch, a dead worker, node or peer, or a timeout
+ *   (GRAVAC_OP_TIMEOUT_S of the daemon); a dead daemon fails every pending request at once.
+ *   gravac_poll never blocks. gravac_barrier blocks until every rank reached it.
+ *
+ * Thread-safety: the functions taking a gravac_context may be called from several threads at
+ *   once, except gravac_shutdown, which must be the last call on the context. A gravac_request
+ *   is used by one thread at a time. Results are copied out by the library's background thread,
+ *   so `out` holds the result as soon as gravac_poll reports done.
+ *
+ * Errors: every function returns a gravac_status; the message of the last failed call on a
+ *   context is gravac_last_error (per context, overwritten by the next failure), and a failed
+ *   request's message (from the daemon: it names the rank, tensor and field) is
+ *   gravac_request_error. Strings returned stay valid until the next call on the same handle.
+ *
+ * Tensor names identify a collective across ranks: every rank must post the same name with the
+ * same kind, dtype, shape (allgather: shape[1..]), op and root; a name may be in flight only
+ * once per worker at a time.
+ */
+#ifndef GRAVAC_GRAVAC_H_
+#define GRAVAC_GRAVAC_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gravac_context gravac_context;
+typedef struct gravac_request gravac_request;
+
+typedef enum {
+  GRAVAC_OK = 0,
+  GRAVAC_ERR_INVALID = 1,      /* bad argument (NULL handle, bad shape, unknown dtype ...) */
+  GRAVAC_ERR_UNAVAILABLE = 2,  /* daemon unreachable or gone, worker/peer failure */
+  GRAVAC_ERR_TIMEOUT = 3,      /* an operation exceeded its time bound */
+  GRAVAC_ERR_MISMATCH = 4,     /* ranks disagree on a tensor's name, kind, dtype, shape, op... */
+  GRAVAC_ERR_INTERNAL = 5,     /* anything else (the message says what) */
+  GRAVAC_ERR_SHUTDOWN = 6,     /* the context is shutting down or the daemon stopped */
+  GRAVAC_ERR_PENDING = 7       /* the request has not completed yet (gravac_result_info_get) */
+} gravac_status;
+
+typedef enum {
+  GRAVAC_FLOAT32 = 0,
+  GRAVAC_FLOAT64 = 1,
+  GRAVAC_FLOAT16 = 2,
+  GRAVAC_BFLOAT16 = 3,
+  GRAVAC_INT32 = 4,
+  GRAVAC_INT64 = 5,
+  GRAVAC_UINT8 = 6
+} gravac_dtype;
+
+typedef enum { GRAVAC_SUM = 0, GRAVAC_AVERAGE = 1 } gravac_op;
+
+/* Per-tensor options of an allreduce; NULL means {step = -1, samples = 0, compress = 0}.
+ * step: the training step the tensor belongs to (-1: not part of a step); samples: samples this
+ * rank processed in the step (for throughput); compress: nonzero for fp32 gradients that GraVAC
+ * may compress (the daemon applies the job's agreed compression factor). */
+typedef struct {
+  int64_t step;
+  int64_t samples;
+  int compress;
+} gravac_tensor_options;
+
+/* What the daemon did with a completed request. */
+typedef struct {
+  double theta;            /* compression factor used; 1 = uncompressed */
+  char collective[32];     /* "dense_allreduce", "sparse_allgather", "allgather", "broadcast" */
+  int64_t decision_epoch;  /* decision epoch in force for the tensor's step */
+} gravac_result_info;
+
+/* Explicit configuration (gravac_init reads the same values from the environment). */
+typedef struct {
+  int rank;                  /* GRAVAC_RANK: global rank */
+  int size;                  /* GRAVAC_SIZE: world size */
+  int local_rank;            /* GRAVAC_LOCAL_RANK: rank on this node */
+  int local_size;            /* GRAVAC_LOCAL_SIZE: workers on this node */
+  const char* daemon_socket; /* GRAVAC_DAEMON_SOCKET: Unix socket path of the node's daemon */
+  double connect_timeout_s;  /* GRAVAC_CONNECT_TIMEOUT_S (30): retry connecting this long */
+  int64_t staging_bytes;     /* GRAVAC_STAGING_BYTES (16 MiB): first staging segment's size */
+} gravac_config;
+
+/* Creates a context from the GRAVAC_* environment (GRAVAC_RANK, GRAVAC_SIZE,
+ * GRAVAC_LOCAL_RANK, GRAVAC_LOCAL_SIZE, GRAVAC_DAEMON_SOCKET, optional
+ * GRAVAC_CONNECT_TIMEOUT_S and GRAVAC_STAGING_BYTES), connects to the daemon and says hello.
+ * Blocks up to the connect timeout. On failure *ctx is NULL (a failed init has no context to
+ * carry its message: use gravac_init_verbose to get it). */
+gravac_status gravac_init(gravac_context** ctx);
+/* As gravac_init; on failure also writes the message into error (NUL-terminated, truncated to
+ * error_size; error may be NULL). */
+gravac_status gravac_init_verbose(gravac_context** ctx, char* error, size_t error_size);
+/* As gravac_init_verbose with an explicit configuration (no environment is read). */
+gravac_status gravac_init_with_config(const gravac_config* config, gravac_context** ctx,
+                                      char* error, size_t error_size);
+
+int gravac_rank(const gravac_context* ctx);
+int gravac_size(const gravac_context* ctx);
+int gravac_local_rank(const gravac_context* ctx);
+int gravac_local_size(const gravac_context* ctx);
+
+/* Sum or average of `in` over all ranks into `out` (both shape[0..ndim) elements of dtype; they
+ * may be the same buffer). ndim = 0 is a scalar. */
+gravac_status gravac_allreduce_async(gravac_context* ctx, const char* name, const void* in,
+                                     void* out, const int64_t* shape, int ndim, gravac_dtype dtype,
+                                     gravac_op op, const gravac_tensor_options* options,
+                                     gravac_request** req);
+
+/* Concatenation of every rank's `in` along the first dimension, in global rank order; the first
+ * dimension may differ per rank (ndim >= 1). The result is fetched after completion with
+ * gravac_allgather_result. */
+gravac_status gravac_allgather_async(gravac_context* ctx, const char* name, const void* in,
+                                     const int64_t* shape, int ndim, gravac_dtype dtype,
+                                     gravac_request** req);
+/* After a successful wait: *first_dim_total (may be NULL) = the sum of the first dimensions;
+ * when out is not NULL, copies the result (out_bytes must be at least its size, else
+ * GRAVAC_ERR_INVALID). Call with out = NULL to learn the size (first_dim_total * row bytes). */
+gravac_status gravac_allgather_result(gravac_request* req, int64_t* first_dim_total, void* out,
+                                      size_t out_bytes);
+/* Size in bytes of a completed allgather's result. */
+gravac_status gravac_allgather_result_bytes(const gravac_request* req, size_t* bytes);
+
+/* Copies root_rank's `data` into `data` on every rank (in place). */
+gravac_status gravac_broadcast_async(gravac_context* ctx, const char* name, void* data,
+                                     const int64_t* shape, int ndim, gravac_dtype dtype,
+                                     int root_rank, gravac_request** req);
+
+/* Blocks until the request completes; returns its status (the message: gravac_request_error). */
+gravac_status gravac_wait(gravac_request* req);
+/* Sets *done to 1 when the request completed (then gravac_wait returns at once), else 0. */
+gravac_status gravac_poll(gravac_request* req, int* done);
+/* Fills *info for a completed successful request (GRAVAC_ERR_PENDING while not complete). */
+gravac_status gravac_result_info_get(const gravac_request* req, gravac_result_info* info);
+/* Message of a failed request ("" while pending or after success). */
+const char* gravac_request_error(const gravac_request* req);
+void gravac_request_free(gravac_request* req);
+
+/* Blocks until every rank of the job called gravac_barrier (an allreduce of one element). */
+gravac_status gravac_barrier(gravac_context* ctx);
+
+/* Message of the last failed call on ctx ("" when none). */
+const char* gravac_last_error(const gravac_context* ctx);
+
+/* Tells the daemon this worker is done (waits up to 5 s for its acknowledgement), fails the
+ * requests still pending with GRAVAC_ERR_SHUTDOWN, closes the connection and frees ctx.
+ * Returns GRAVAC_OK, or the error met while saying goodbye (ctx is freed in every case). */
+gravac_status gravac_shutdown(gravac_context* ctx);
+
+/* Static name of a status, e.g. "GRAVAC_ERR_MISMATCH". */
+const char* gravac_status_string(gravac_status status);
+/* Static name of a dtype ("float32", ...) and its element size in bytes (0 if unknown). */
+const char* gravac_dtype_name(gravac_dtype dtype);
+size_t gravac_dtype_size(gravac_dtype dtype);
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif
+
+#endif  /* GRAVAC_GRAVAC_H_ */

@@ -1,0 +1,399 @@
+// The C API of gravac.h over client::Client.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "absl/strings/str_format.h"
+#include "client/src/client.h"
+#include "gravac/gravac.h"
+
+struct gravac_context {
+  std::unique_ptr<gravac::client::Client> client;
+  std::mutex error_mu;
+  std::string last_error;
+};
+
+struct gravac_request {
+  std::shared_ptr<gravac::client::RequestState> state;
+};
+
+namespace {
+
+using gravac::client::Client;
+using gravac::client::ClientConfig;
+using gravac::client::RequestState;
+namespace v1 = gravac::v1;
+
+gravac_status FromStatus(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kOk:
+      return GRAVAC_OK;
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kOutOfRange:
+      return GRAVAC_ERR_INVALID;
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kAborted:
+      return GRAVAC_ERR_UNAVAILABLE;
+    case absl::StatusCode::kDeadlineExceeded:
+      return GRAVAC_ERR_TIMEOUT;
+    case absl::StatusCode::kFailedPrecondition:
+      return GRAVAC_ERR_MISMATCH;
+    case absl::StatusCode::kCancelled:
+      return GRAVAC_ERR_SHUTDOWN;
+    default:
+      return GRAVAC_ERR_INTERNAL;
+  }
+}
+
+gravac_status Fail(const gravac_context* ctx, const absl::Status& s) {
+  if (ctx != nullptr) {
+    auto* mut = const_cast<gravac_context*>(ctx);
+    std::lock_guard<std::mutex> lock(mut->error_mu);
+    mut->last_error = std::string(s.message());
+  }
+  return FromStatus(s);
+}
+
+void CopyError(const absl::Status& s, char* buf, size_t size) {
+  if (buf == nullptr || size == 0) return;
+  const std::string m(s.message());
+  const size_t n = std::min(size - 1, m.size());
+  std::memcpy(buf, m.data(), n);
+  buf[n] = '\0';
+}
+
+gravac_status Init(const absl::StatusOr<ClientConfig>& config, gravac_context** ctx, char* error,
+                   size_t error_size) {
+  if (ctx == nullptr) {
+    CopyError(absl::InvalidArgumentError("ctx is NULL"), error, error_size);
+    return GRAVAC_ERR_INVALID;
+  }
+  *ctx = nullptr;
+  if (!config.ok()) {
+    CopyError(config.status(), error, error_size);
+    return FromStatus(config.status());
+  }
+  auto client = Client::Connect(*config);
+  if (!client.ok()) {
+    CopyError(client.status(), error, error_size);
+    return FromStatus(client.status());
+  }
+  auto* c = new gravac_context;
+  c->client = std::move(*client);
+  *ctx = c;
+  return GRAVAC_OK;
+}
+
+absl::StatusOr<v1::DataType> ProtoDtype(gravac_dtype dtype) {
+  switch (dtype) {
+    case GRAVAC_FLOAT32:
+      return v1::FLOAT32;
+    case GRAVAC_FLOAT64:
+      return v1::FLOAT64;
+    case GRAVAC_FLOAT16:
+      return v1::FLOAT16;
+    case GRAVAC_BFLOAT16:
+      return v1::BFLOAT16;
+    case GRAVAC_INT32:
+      return v1::INT32;
+    case GRAVAC_INT64:
+      return v1::INT64;
+    case GRAVAC_UINT8:
+      return v1::UINT8;
+  }
+  return absl::InvalidArgumentError(absl::StrFormat("unknown dtype %d", static_cast<int>(dtype)));
+}
+
+// Validates the common arguments and fills name, dtype, shape; returns the tensor's bytes.
+absl::StatusOr<uint64_t> Prepare(const gravac_context* ctx, const char* name, const int64_t* shape,
+                                 int ndim, gravac_dtype dtype, gravac_request** req,
+                                 v1::Request* r) {
+  if (ctx == nullptr) return absl::InvalidArgumentError("context is NULL");
+  if (req == nullptr) return absl::InvalidArgumentError("req is NULL");
+  if (name == nullptr || name[0] == '\0') return absl::InvalidArgumentError("empty tensor name");
+  const int rank = ctx->client->config().rank;
+  if (ndim < 0 || (ndim > 0 && shape == nullptr)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("rank %d, tensor '%s': bad shape (ndim %d)", rank, name, ndim));
+  }
+  auto pd = ProtoDtype(dtype);
+  if (!pd.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("rank %d, tensor '%s': %s", rank, name, pd.status().message()));
+  }
+  uint64_t elements = 1;
+  for (int i = 0; i < ndim; ++i) {
+    if (shape[i] < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("rank %d, tensor '%s': negative dimension %d", rank, name, shape[i]));
+    }
+    elements *= static_cast<uint64_t>(shape[i]);
+    r->add_shape(shape[i]);
+  }
+  r->set_name(name);
+  r->set_dtype(*pd);
+  r->set_step(-1);
+  return elements * gravac_dtype_size(dtype);
+}
+
+gravac_status Finish(gravac_context* ctx, absl::StatusOr<std::shared_ptr<RequestState>> state,
+                     gravac_request** req) {
+  if (!state.ok()) return Fail(ctx, state.status());
+  *req = new gravac_request{std::move(*state)};
+  return GRAVAC_OK;
+}
+
+}  // namespace
+
+extern "C" {
+
+gravac_status gravac_init(gravac_context** ctx) { return gravac_init_verbose(ctx, nullptr, 0); }
+
+gravac_status gravac_init_verbose(gravac_context** ctx, char* error, size_t error_size) {
+  return Init(gravac::client::ConfigFromEnvironment(gravac::ProcessEnvironment()), ctx, error,
+              error_size);
+}
+
+gravac_status gravac_init_with_config(const gravac_config* config, gravac_context** ctx,
+                                      char* error, size_t error_size) {
+  if (config == nullptr) {
+    return Init(absl::InvalidArgumentError("config is NULL"), ctx, error, error_size);
+  }
+  ClientConfig c;
+  c.rank = config->rank;
+  c.size = config->size;
+  c.local_rank = config->local_rank;
+  c.local_size = config->local_size;
+  c.daemon_socket = config->daemon_socket != nullptr ? config->daemon_socket : "";
+  if (config->connect_timeout_s > 0) c.connect_timeout = absl::Seconds(config->connect_timeout_s);
+  if (config->staging_bytes > 0) c.staging_bytes = static_cast<uint64_t>(config->staging_bytes);
+  return Init(c, ctx, error, error_size);
+}
+
+int gravac_rank(const gravac_context* ctx) { return ctx ? ctx->client->config().rank : -1; }
+int gravac_size(const gravac_context* ctx) { return ctx ? ctx->client->config().size : -1; }
+int gravac_local_rank(const gravac_context* ctx) {
+  return ctx ? ctx->client->config().local_rank : -1;
+}
+int gravac_local_size(const gravac_context* ctx) {
+  return ctx ? ctx->client->config().local_size : -1;
+}
+
+gravac_status gravac_allreduce_async(gravac_context* ctx, const char* name, const void* in,
+                                     void* out, const int64_t* shape, int ndim, gravac_dtype dtype,
+                                     gravac_op op, const gravac_tensor_options* options,
+                                     gravac_request** req) {
+  v1::Request r;
+  auto bytes = Prepare(ctx, name, shape, ndim, dtype, req, &r);
+  if (!bytes.ok()) return Fail(ctx, bytes.status());
+  if (*bytes > 0 && (in == nullptr || out == nullptr)) {
+    return Fail(ctx, absl::InvalidArgumentError(absl::StrFormat("tensor '%s': NULL buffer", name)));
+  }
+  if (op != GRAVAC_SUM && op != GRAVAC_AVERAGE) {
+    return Fail(ctx, absl::InvalidArgumentError(absl::StrFormat("tensor '%s': unknown op", name)));
+  }
+  r.set_kind(v1::ALLREDUCE);
+  r.set_reduce_op(op == GRAVAC_SUM ? v1::SUM : v1::AVERAGE);
+  if (options != nullptr) {
+    r.set_step(options->step);
+    r.set_samples(options->samples);
+    r.set_compress(options->compress != 0);
+  }
+  return Finish(ctx, ctx->client->Submit(std::move(r), in, out, *bytes, 0), req);
+}
+
+gravac_status gravac_allgather_async(gravac_context* ctx, const char* name, const void* in,
+                                     const int64_t* shape, int ndim, gravac_dtype dtype,
+                                     gravac_request** req) {
+  v1::Request r;
+  auto bytes = Prepare(ctx, name, shape, ndim, dtype, req, &r);
+  if (!bytes.ok()) return Fail(ctx, bytes.status());
+  if (ndim < 1) {
+    return Fail(ctx, absl::InvalidArgumentError(
+                         absl::StrFormat("tensor '%s': allgather needs ndim >= 1", name)));
+  }
+  if (*bytes > 0 && in == nullptr) {
+    return Fail(ctx, absl::InvalidArgumentError(absl::StrFormat("tensor '%s': NULL buffer", name)));
+  }
+  uint64_t row = gravac_dtype_size(dtype);
+  for (int i = 1; i < ndim; ++i) row *= static_cast<uint64_t>(shape[i]);
+  r.set_kind(v1::ALLGATHER);
+  return Finish(ctx, ctx->client->Submit(std::move(r), in, nullptr, *bytes, row), req);
+}
+
+gravac_status gravac_allgather_result(gravac_request* req, int64_t* first_dim_total, void* out,
+                                      size_t out_bytes) {
+  if (req == nullptr) return GRAVAC_ERR_INVALID;
+  RequestState& s = *req->state;
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.done) return GRAVAC_ERR_PENDING;
+  if (!s.status.ok()) return FromStatus(s.status);
+  if (s.kind != v1::ALLGATHER || !s.gathered.has_value()) return GRAVAC_ERR_INVALID;
+  int64_t total = 0;
+  for (int64_t d : s.first_dims) total += d;
+  if (first_dim_total != nullptr) *first_dim_total = total;
+  if (out != nullptr) {
+    if (out_bytes < s.result_bytes) return GRAVAC_ERR_INVALID;
+    if (s.result_bytes > 0) std::memcpy(out, s.gathered->data(), s.result_bytes);
+  }
+  return GRAVAC_OK;
+}
+
+gravac_status gravac_allgather_result_bytes(const gravac_request* req, size_t* bytes) {
+  if (req == nullptr || bytes == nullptr) return GRAVAC_ERR_INVALID;
+  RequestState& s = *req->state;
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.done) return GRAVAC_ERR_PENDING;
+  if (!s.status.ok()) return FromStatus(s.status);
+  if (s.kind != v1::ALLGATHER) return GRAVAC_ERR_INVALID;
+  *bytes = s.result_bytes;
+  return GRAVAC_OK;
+}
+
+gravac_status gravac_broadcast_async(gravac_context* ctx, const char* name, void* data,
+                                     const int64_t* shape, int ndim, gravac_dtype dtype,
+                                     int root_rank, gravac_request** req) {
+  v1::Request r;
+  auto bytes = Prepare(ctx, name, shape, ndim, dtype, req, &r);
+  if (!bytes.ok()) return Fail(ctx, bytes.status());
+  if (*bytes > 0 && data == nullptr) {
+    return Fail(ctx, absl::InvalidArgumentError(absl::StrFormat("tensor '%s': NULL buffer", name)));
+  }
+  if (root_rank < 0 || root_rank >= ctx->client->config().size) {
+    return Fail(ctx, absl::InvalidArgumentError(
+                         absl::StrFormat("tensor '%s': root rank %d outside [0, %d)", name,
+                                         root_rank, ctx->client->config().size)));
+  }
+  r.set_kind(v1::BROADCAST);
+  r.set_root_rank(root_rank);
+  return Finish(ctx, ctx->client->Submit(std::move(r), data, data, *bytes, 0), req);
+}
+
+gravac_status gravac_wait(gravac_request* req) {
+  if (req == nullptr) return GRAVAC_ERR_INVALID;
+  RequestState& s = *req->state;
+  std::unique_lock<std::mutex> lock(s.mu);
+  s.cv.wait(lock, [&] { return s.done; });
+  return FromStatus(s.status);
+}
+
+gravac_status gravac_poll(gravac_request* req, int* done) {
+  if (req == nullptr || done == nullptr) return GRAVAC_ERR_INVALID;
+  std::lock_guard<std::mutex> lock(req->state->mu);
+  *done = req->state->done ? 1 : 0;
+  return GRAVAC_OK;
+}
+
+gravac_status gravac_result_info_get(const gravac_request* req, gravac_result_info* info) {
+  if (req == nullptr || info == nullptr) return GRAVAC_ERR_INVALID;
+  RequestState& s = *req->state;
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.done) return GRAVAC_ERR_PENDING;
+  if (!s.status.ok()) return FromStatus(s.status);
+  info->theta = s.theta;
+  std::memset(info->collective, 0, sizeof(info->collective));
+  std::memcpy(info->collective, s.collective.data(),
+              std::min(s.collective.size(), sizeof(info->collective) - 1));
+  info->decision_epoch = s.decision_epoch;
+  return GRAVAC_OK;
+}
+
+const char* gravac_request_error(const gravac_request* req) {
+  if (req == nullptr) return "request is NULL";
+  RequestState& s = *req->state;
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.done) return "";
+  if (s.status.ok()) return "";
+  s.error_text = std::string(s.status.message());
+  return s.error_text.c_str();
+}
+
+void gravac_request_free(gravac_request* req) {
+  if (req == nullptr) return;
+  {
+    std::lock_guard<std::mutex> lock(req->state->mu);
+    req->state->abandoned = true;
+  }
+  delete req;
+}
+
+gravac_status gravac_barrier(gravac_context* ctx) {
+  if (ctx == nullptr) return GRAVAC_ERR_INVALID;
+  absl::Status s = ctx->client->Barrier();
+  return s.ok() ? GRAVAC_OK : Fail(ctx, s);
+}
+
+const char* gravac_last_error(const gravac_context* ctx) {
+  if (ctx == nullptr) return "context is NULL";
+  return ctx->last_error.c_str();
+}
+
+gravac_status gravac_shutdown(gravac_context* ctx) {
+  if (ctx == nullptr) return GRAVAC_ERR_INVALID;
+  absl::Status s = ctx->client->Shutdown();
+  delete ctx;
+  return FromStatus(s);
+}
+
+const char* gravac_status_string(gravac_status status) {
+  switch (status) {
+    case GRAVAC_OK:
+      return "GRAVAC_OK";
+    case GRAVAC_ERR_INVALID:
+      return "GRAVAC_ERR_INVALID";
+    case GRAVAC_ERR_UNAVAILABLE:
+      return "GRAVAC_ERR_UNAVAILABLE";
+    case GRAVAC_ERR_TIMEOUT:
+      return "GRAVAC_ERR_TIMEOUT";
+    case GRAVAC_ERR_MISMATCH:
+      return "GRAVAC_ERR_MISMATCH";
+    case GRAVAC_ERR_INTERNAL:
+      return "GRAVAC_ERR_INTERNAL";
+    case GRAVAC_ERR_SHUTDOWN:
+      return "GRAVAC_ERR_SHUTDOWN";
+    case GRAVAC_ERR_PENDING:
+      return "GRAVAC_ERR_PENDING";
+  }
+  return "GRAVAC_ERR_UNKNOWN";
+}
+
+const char* gravac_dtype_name(gravac_dtype dtype) {
+  switch (dtype) {
+    case GRAVAC_FLOAT32:
+      return "float32";
+    case GRAVAC_FLOAT64:
+      return "float64";
+    case GRAVAC_FLOAT16:
+      return "float16";
+    case GRAVAC_BFLOAT16:
+      return "bfloat16";
+    case GRAVAC_INT32:
+      return "int32";
+    case GRAVAC_INT64:
+      return "int64";
+    case GRAVAC_UINT8:
+      return "uint8";
+  }
+  return "unknown";
+}
+
+size_t gravac_dtype_size(gravac_dtype dtype) {
+  switch (dtype) {
+    case GRAVAC_FLOAT32:
+    case GRAVAC_INT32:
+      return 4;
+    case GRAVAC_FLOAT64:
+    case GRAVAC_INT64:
+      return 8;
+    case GRAVAC_FLOAT16:
+    case GRAVAC_BFLOAT16:
+      return 2;
+    case GRAVAC_UINT8:
+      return 1;
+  }
+  return 0;
+}
+
+}  // extern "C"

@@ -1,0 +1,320 @@
+#include "client/src/client.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "core/ipc/shm_abi.h"
+#include "core/ipc/unix_socket.h"
+#include "core/status.h"
+
+namespace gravac::client {
+namespace {
+
+constexpr SettingSpec kClientSettings[] = {
+    {"rank", "GRAVAC_RANK", "-1", "global rank of this worker", SettingType::kInt},
+    {"size", "GRAVAC_SIZE", "0", "world size", SettingType::kInt},
+    {"local_rank", "GRAVAC_LOCAL_RANK", "-1", "rank of this worker on its node", SettingType::kInt},
+    {"local_size", "GRAVAC_LOCAL_SIZE", "0", "workers on this node", SettingType::kInt},
+    {"daemon_socket", "GRAVAC_DAEMON_SOCKET", "", "Unix socket of the node's gravacd",
+     SettingType::kString},
+    {"connect_timeout_s", "GRAVAC_CONNECT_TIMEOUT_S", "30",
+     "how long to retry connecting to the daemon", SettingType::kDouble},
+    {"staging_bytes", "GRAVAC_STAGING_BYTES", "16777216",
+     "size of the first shared-memory staging segment", SettingType::kInt},
+};
+
+}  // namespace
+
+absl::StatusOr<ClientConfig> ConfigFromEnvironment(const EnvLookup& env) {
+  ASSIGN_OR_RETURN(Settings s, Settings::Parse(kClientSettings, {}, env));
+  ClientConfig c;
+  ASSIGN_OR_RETURN(int64_t rank, s.GetInt("rank"));
+  ASSIGN_OR_RETURN(int64_t size, s.GetInt("size"));
+  ASSIGN_OR_RETURN(int64_t local_rank, s.GetInt("local_rank"));
+  ASSIGN_OR_RETURN(int64_t local_size, s.GetInt("local_size"));
+  ASSIGN_OR_RETURN(c.daemon_socket, s.GetString("daemon_socket"));
+  ASSIGN_OR_RETURN(double timeout_s, s.GetDouble("connect_timeout_s"));
+  ASSIGN_OR_RETURN(int64_t staging, s.GetInt("staging_bytes"));
+  c.rank = static_cast<int>(rank);
+  c.size = static_cast<int>(size);
+  c.local_rank = static_cast<int>(local_rank);
+  c.local_size = static_cast<int>(local_size);
+  c.connect_timeout = absl::Seconds(timeout_s);
+  c.staging_bytes = staging > 0 ? static_cast<uint64_t>(staging) : 0;
+  return c;
+}
+
+Client::Client(ClientConfig config) : config_(std::move(config)) {}
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientConfig& config) {
+  auto bad = [](std::string m) { return absl::InvalidArgumentError(m); };
+  if (config.size < 1) return bad("GRAVAC_SIZE is not set or < 1");
+  if (config.rank < 0 || config.rank >= config.size) {
+    return bad(absl::StrFormat("GRAVAC_RANK=%d is not in [0, %d)", config.rank, config.size));
+  }
+  if (config.local_size < 1) return bad("GRAVAC_LOCAL_SIZE is not set or < 1");
+  if (config.local_rank < 0 || config.local_rank >= config.local_size) {
+    return bad(absl::StrFormat("GRAVAC_LOCAL_RANK=%d is not in [0, %d)", config.local_rank,
+                               config.local_size));
+  }
+  if (config.daemon_socket.empty()) return bad("GRAVAC_DAEMON_SOCKET is not set");
+  auto client = std::unique_ptr<Client>(new Client(config));
+  ASSIGN_OR_RETURN(client->sock_, ipc::ConnectUnix(config.daemon_socket, config.connect_timeout));
+  RETURN_IF_ERROR(client->Hello());
+  Client* raw = client.get();
+  client->arena_ = std::make_unique<StagingArena>(
+      config.staging_bytes,
+      [raw](uint64_t id, const ipc::ShmSegment& seg) {
+        v1::WorkerMessage msg;
+        msg.mutable_register_segment()->set_segment_id(id);
+        msg.mutable_register_segment()->set_bytes(seg.segment_bytes());
+        int fd = seg.fd();
+        return raw->SendLocked(msg, absl::MakeConstSpan(&fd, 1));
+      },
+      [raw](uint64_t id) {
+        v1::WorkerMessage msg;
+        msg.mutable_release_segment()->set_segment_id(id);
+        raw->SendLocked(msg).IgnoreError();
+      });
+  client->reader_thread_ = std::thread([raw] { raw->ReaderLoop(); });
+  return client;
+}
+
+absl::Status Client::Hello() {
+  v1::WorkerMessage msg;
+  v1::Hello* h = msg.mutable_hello();
+  h->set_rank(config_.rank);
+  h->set_size(config_.size);
+  h->set_local_rank(config_.local_rank);
+  h->set_local_size(config_.local_size);
+  h->set_pid(::getpid());
+  h->set_abi_version(ipc::kShmAbiVersion);
+  RETURN_IF_ERROR(SendLocked(msg));
+  const absl::Time deadline = absl::Now() + config_.connect_timeout;
+  while (true) {
+    ASSIGN_OR_RETURN(auto frame, reader_.Next());
+    if (frame.has_value()) {
+      v1::DaemonMessage reply;
+      if (!reply.ParseFromString(frame->payload)) {
+        return absl::DataLossError("unparsable reply to hello");
+      }
+      if (reply.has_welcome()) return absl::OkStatus();
+      if (reply.has_error()) {
+        return absl::Status(
+            static_cast<absl::StatusCode>(reply.error().code()),
+            absl::StrFormat("daemon refused rank %d: %s", config_.rank, reply.error().message()));
+      }
+      return absl::DataLossError("unexpected reply to hello");
+    }
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) {
+      return absl::DeadlineExceededError(
+          absl::StrFormat("rank %d: no answer to hello from the daemon at '%s'", config_.rank,
+                          config_.daemon_socket));
+    }
+    pollfd p{sock_.get(), POLLIN, 0};
+    ::poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(left)) + 1);
+    if (p.revents == 0) continue;
+    ASSIGN_OR_RETURN(bool more, reader_.ReadSome(sock_.get()));
+    if (!more) {
+      return absl::UnavailableError(
+          absl::StrFormat("rank %d: the daemon closed the connection during hello", config_.rank));
+    }
+  }
+}
+
+Client::~Client() {
+  if (sock_.valid()) ::shutdown(sock_.get(), SHUT_RDWR);
+  if (reader_thread_.joinable()) reader_thread_.join();
+}
+
+absl::Status Client::SendLocked(const v1::WorkerMessage& msg, absl::Span<const int> fds) {
+  std::string bytes = msg.SerializeAsString();
+  std::lock_guard<std::mutex> lock(send_mu_);
+  return ipc::SendFrame(sock_.get(), bytes, fds, absl::Seconds(30));
+}
+
+int Client::staging_segments() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return arena_->segment_count();
+}
+
+absl::StatusOr<std::shared_ptr<RequestState>> Client::Submit(v1::Request request, const void* in,
+                                                             void* out, uint64_t bytes,
+                                                             uint64_t row_bytes) {
+  auto state = std::make_shared<RequestState>();
+  state->kind = request.kind();
+  state->out = out;
+  state->row_bytes = row_bytes;
+  uint64_t id;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!dead_.ok()) return dead_;
+    ASSIGN_OR_RETURN(state->block, arena_->Allocate(bytes));
+    id = next_id_++;
+    pending_.emplace(id, state);
+  }
+  if (bytes > 0) std::memcpy(state->block.data, in, bytes);
+  request.set_id(id);
+  request.set_segment_id(state->block.segment_id);
+  request.set_offset(state->block.offset);
+  request.set_bytes(bytes);
+  v1::WorkerMessage msg;
+  *msg.mutable_request() = std::move(request);
+  absl::Status sent = SendLocked(msg);
+  if (!sent.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (pending_.erase(id) > 0) arena_->Free(state->block);
+    return sent;
+  }
+  return state;
+}
+
+absl::Status Client::Barrier() {
+  v1::Request r;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    r.set_name(absl::StrFormat("gravac.barrier.%d", barrier_count_++));
+  }
+  r.set_kind(v1::ALLREDUCE);
+  r.set_dtype(v1::FLOAT32);
+  r.set_reduce_op(v1::SUM);
+  r.set_step(-1);
+  float one = 1.0f, out = 0.0f;
+  ASSIGN_OR_RETURN(auto state, Submit(std::move(r), &one, &out, sizeof(one), 0));
+  std::unique_lock<std::mutex> lock(state->mu);
+  state->cv.wait(lock, [&] { return state->done; });
+  return state->status;
+}
+
+void Client::ReaderLoop() {
+  while (true) {
+    auto frame = reader_.Next();
+    if (!frame.ok()) {
+      FailAll(frame.status());
+      return;
+    }
+    if (frame->has_value()) {
+      v1::DaemonMessage msg;
+      if (!msg.ParseFromString((*frame)->payload)) {
+        FailAll(absl::DataLossError("unparsable message from the daemon"));
+        return;
+      }
+      if (msg.has_response()) {
+        OnResponse(*msg.mutable_response(), std::move((*frame)->fds));
+      } else if (msg.has_shutdown_ack()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        shutdown_acked_ = true;
+        cv_.notify_all();
+      }
+      continue;
+    }
+    auto more = reader_.ReadSome(sock_.get());
+    if (!more.ok() || !*more) {
+      FailAll(absl::UnavailableError(absl::StrFormat(
+          "rank %d: the daemon closed the connection (daemon stopped or failed)%s", config_.rank,
+          more.ok() ? "" : absl::StrFormat(": %s", more.status().message()))));
+      return;
+    }
+  }
+}
+
+void Client::OnResponse(v1::Response& response, std::vector<ipc::UniqueFd> fds) {
+  std::shared_ptr<RequestState> state;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = pending_.find(response.id());
+    if (it == pending_.end()) return;
+    state = std::move(it->second);
+    pending_.erase(it);
+  }
+  absl::Status status(static_cast<absl::StatusCode>(response.code()), response.message());
+  std::optional<ipc::ShmSegment> gathered;
+  if (status.ok() && state->kind == v1::ALLGATHER) {
+    if (fds.size() != 1) {
+      status = absl::DataLossError("allgather result arrived without its segment");
+    } else {
+      auto seg = ipc::ShmSegment::Map(std::move(fds[0]), /*writable=*/false);
+      if (!seg.ok()) {
+        status = seg.status();
+      } else if (seg->data_bytes() < response.result_bytes()) {
+        status = absl::DataLossError("allgather result segment is smaller than announced");
+      } else {
+        gathered = std::move(*seg);
+      }
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(state->mu);
+    if (status.ok() && state->kind != v1::ALLGATHER && !state->abandoned &&
+        state->block.bytes > 0 && state->out != nullptr) {
+      std::memcpy(state->out, state->block.data, state->block.bytes);
+    }
+    state->status = status;
+    state->theta = response.theta();
+    state->collective = response.collective();
+    state->decision_epoch = response.decision_epoch();
+    state->first_dims.assign(response.first_dims().begin(), response.first_dims().end());
+    state->result_bytes = response.result_bytes();
+    state->gathered = std::move(gathered);
+    state->done = true;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    arena_->Free(state->block);
+  }
+  state->cv.notify_all();
+}
+
+void Client::FailAll(const absl::Status& status) {
+  std::map<uint64_t, std::shared_ptr<RequestState>> pending;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (dead_.ok()) dead_ = status;
+    pending.swap(pending_);
+    cv_.notify_all();
+  }
+  for (auto& [id, state] : pending) {
+    {
+      std::lock_guard<std::mutex> lock(state->mu);
+      state->status = status;
+      state->done = true;
+    }
+    state->cv.notify_all();
+  }
+}
+
+absl::Status Client::Shutdown() {
+  v1::WorkerMessage msg;
+  msg.mutable_shutdown();
+  absl::Status result;
+  bool alive;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    alive = dead_.ok();
+  }
+  if (alive) {
+    result = SendLocked(msg);
+    if (result.ok()) {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (!cv_.wait_for(lock, std::chrono::seconds(5),
+                        [&] { return shutdown_acked_ || !dead_.ok(); })) {
+        result = absl::DeadlineExceededError("the daemon did not acknowledge shutdown in 5 s");
+      } else if (!shutdown_acked_) {
+        result = dead_;
+      }
+    }
+  }
+  FailAll(absl::CancelledError(absl::StrFormat(
+      "rank %d: gravac_shutdown was called while the request was pending", config_.rank)));
+  ::shutdown(sock_.get(), SHUT_RDWR);
+  if (reader_thread_.joinable()) reader_thread_.join();
+  return result;
+}
+
+}  // namespace gravac::client

@@ -1,0 +1,111 @@
+// Client: the worker side of the worker <-> daemon link behind the C API (gravac.h). It holds
+// the connection (framed worker.proto messages on a Unix socket), the staging arena, the table
+// of requests in flight and a reader thread that completes them: on a Response the result is
+// copied from the staging block into the caller's buffer (allreduce / broadcast) or the
+// allgather's result segment is kept for gravac_allgather_result, then the request is marked
+// done.
+//
+// Thread-safety: Submit / Barrier may be called from several threads at once; Shutdown last.
+// RequestState is shared between the caller and the reader thread under its own mutex.
+#ifndef GRAVAC_CLIENT_SRC_CLIENT_H_
+#define GRAVAC_CLIENT_SRC_CLIENT_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "client/src/staging.h"
+#include "core/ipc/framing.h"
+#include "core/ipc/segment.h"
+#include "core/ipc/unique_fd.h"
+#include "core/settings.h"
+#include "gravac/v1/worker.pb.h"
+
+namespace gravac::client {
+
+struct ClientConfig {
+  int rank = -1;
+  int size = 0;
+  int local_rank = -1;
+  int local_size = 0;
+  std::string daemon_socket;
+  absl::Duration connect_timeout = absl::Seconds(30);
+  uint64_t staging_bytes = 16 << 20;
+};
+
+// Reads GRAVAC_RANK, GRAVAC_SIZE, GRAVAC_LOCAL_RANK, GRAVAC_LOCAL_SIZE, GRAVAC_DAEMON_SOCKET,
+// GRAVAC_CONNECT_TIMEOUT_S, GRAVAC_STAGING_BYTES through the settings table.
+absl::StatusOr<ClientConfig> ConfigFromEnvironment(const EnvLookup& env);
+
+struct RequestState {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  bool abandoned = false;  // the caller freed the request: never touch `out` again
+  absl::Status status;
+  std::string error_text;  // gravac_request_error's copy of status.message()
+  double theta = 1.0;
+  std::string collective;
+  int64_t decision_epoch = 0;
+  // Set at submit.
+  v1::CollectiveKind kind = v1::ALLREDUCE;
+  void* out = nullptr;
+  StagingBlock block;
+  uint64_t row_bytes = 0;  // allgather: bytes per unit of the first dimension
+  // allgather results.
+  std::vector<int64_t> first_dims;
+  std::optional<ipc::ShmSegment> gathered;
+  uint64_t result_bytes = 0;
+};
+
+class Client {
+ public:
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(const ClientConfig& config);
+  ~Client();
+
+  const ClientConfig& config() const { return config_; }
+
+  // Copies `bytes` of `in` into staging and posts `request` (id, segment, offset and bytes are
+  // filled in here). `out` receives the result (allreduce / broadcast), may equal `in`.
+  absl::StatusOr<std::shared_ptr<RequestState>> Submit(v1::Request request, const void* in,
+                                                       void* out, uint64_t bytes,
+                                                       uint64_t row_bytes);
+  absl::Status Barrier();
+  absl::Status Shutdown();
+
+  int staging_segments();
+
+ private:
+  explicit Client(ClientConfig config);
+  absl::Status Hello();
+  absl::Status SendLocked(const v1::WorkerMessage& msg, absl::Span<const int> fds = {});
+  void ReaderLoop();
+  void OnResponse(v1::Response& response, std::vector<ipc::UniqueFd> fds);
+  void FailAll(const absl::Status& status);
+
+  const ClientConfig config_;
+  ipc::UniqueFd sock_;
+  std::mutex send_mu_;  // one frame at a time; taken after mu_ when both are needed
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<uint64_t, std::shared_ptr<RequestState>> pending_;
+  std::unique_ptr<StagingArena> arena_;
+  uint64_t next_id_ = 1;
+  uint64_t barrier_count_ = 0;
+  absl::Status dead_;  // set when the connection is gone
+  bool shutdown_acked_ = false;
+  ipc::FrameReader reader_;
+  std::thread reader_thread_;
+};
+
+}  // namespace gravac::client
+
+#endif  // GRAVAC_CLIENT_SRC_CLIENT_H_

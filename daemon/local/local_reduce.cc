@@ -1,0 +1,232 @@
+#include "daemon/local/local_reduce.h"
+
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace gravac::daemon {
+namespace {
+
+using collectives::DataType;
+
+std::string_view KindName(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::kAllreduce:
+      return "allreduce";
+    case CollectiveKind::kAllgather:
+      return "allgather";
+    case CollectiveKind::kBroadcast:
+      return "broadcast";
+  }
+  return "?";
+}
+
+absl::StatusOr<DataType> DataTypeFromProto(v1::DataType dtype) {
+  switch (dtype) {
+    case v1::FLOAT32:
+      return DataType::kFloat32;
+    case v1::FLOAT64:
+      return DataType::kFloat64;
+    case v1::FLOAT16:
+      return DataType::kFloat16;
+    case v1::BFLOAT16:
+      return DataType::kBFloat16;
+    case v1::INT32:
+      return DataType::kInt32;
+    case v1::INT64:
+      return DataType::kInt64;
+    case v1::UINT8:
+      return DataType::kUInt8;
+    default:
+      return absl::InvalidArgumentError(absl::StrFormat("unknown dtype %d", dtype));
+  }
+}
+
+uint64_t Elements(absl::Span<const int64_t> shape) {
+  uint64_t n = 1;
+  for (int64_t d : shape) n *= static_cast<uint64_t>(d);
+  return n;
+}
+
+absl::Status Differ(const LocalInput& a, const LocalInput& b, std::string_view field,
+                    std::string_view va, std::string_view vb) {
+  return absl::FailedPreconditionError(
+      absl::StrFormat("tensor '%s': local ranks disagree on %s: rank %d has %s, rank %d has %s",
+                      a.spec->name, field, a.rank, va, b.rank, vb));
+}
+
+}  // namespace
+
+std::string ShapeString(absl::Span<const int64_t> shape) {
+  return absl::StrFormat("[%s]", absl::StrJoin(shape, ", "));
+}
+
+uint64_t TensorBytes(const TensorSpec& spec) {
+  return Elements(spec.shape) * collectives::DataTypeSize(spec.dtype);
+}
+
+absl::StatusOr<TensorSpec> SpecFromRequest(const v1::Request& request, int rank) {
+  TensorSpec spec;
+  spec.name = request.name();
+  auto fail = [&](std::string_view what) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("rank %d, tensor '%s': %s", rank, spec.name, what));
+  };
+  if (spec.name.empty()) return fail("empty tensor name");
+  switch (request.kind()) {
+    case v1::ALLREDUCE:
+      spec.kind = CollectiveKind::kAllreduce;
+      break;
+    case v1::ALLGATHER:
+      spec.kind = CollectiveKind::kAllgather;
+      break;
+    case v1::BROADCAST:
+      spec.kind = CollectiveKind::kBroadcast;
+      break;
+    default:
+      return fail(absl::StrFormat("unknown collective kind %d", request.kind()));
+  }
+  auto dtype = DataTypeFromProto(request.dtype());
+  if (!dtype.ok()) return fail(std::string(dtype.status().message()));
+  spec.dtype = *dtype;
+  spec.shape.assign(request.shape().begin(), request.shape().end());
+  for (int64_t d : spec.shape) {
+    if (d < 0)
+      return fail(absl::StrFormat("negative dimension in shape %s", ShapeString(spec.shape)));
+  }
+  if (spec.kind == CollectiveKind::kAllgather && spec.shape.empty()) {
+    return fail("allgather needs at least one dimension");
+  }
+  switch (request.reduce_op()) {
+    case v1::SUM:
+      spec.reduce_op = collectives::ReduceOp::kSum;
+      break;
+    case v1::AVERAGE:
+      spec.reduce_op = collectives::ReduceOp::kAverage;
+      break;
+    default:
+      return fail(absl::StrFormat("unknown reduce op %d", request.reduce_op()));
+  }
+  spec.root_rank = request.root_rank();
+  spec.compress = request.compress();
+  spec.step = request.step();
+  spec.samples = request.samples();
+  if (TensorBytes(spec) != request.bytes()) {
+    return fail(absl::StrFormat("%d bytes posted for shape %s of %s (%d bytes expected)",
+                                request.bytes(), ShapeString(spec.shape),
+                                collectives::DataTypeName(spec.dtype), TensorBytes(spec)));
+  }
+  return spec;
+}
+
+absl::Status CheckLocalAgreement(absl::Span<const LocalInput> inputs) {
+  if (inputs.empty()) return absl::OkStatus();
+  const LocalInput& a = inputs[0];
+  const TensorSpec& s = *a.spec;
+  for (size_t i = 1; i < inputs.size(); ++i) {
+    const LocalInput& b = inputs[i];
+    const TensorSpec& t = *b.spec;
+    if (s.kind != t.kind) return Differ(a, b, "collective", KindName(s.kind), KindName(t.kind));
+    if (s.dtype != t.dtype) {
+      return Differ(a, b, "dtype", collectives::DataTypeName(s.dtype),
+                    collectives::DataTypeName(t.dtype));
+    }
+    if (s.kind == CollectiveKind::kAllgather) {
+      bool same = s.shape.size() == t.shape.size() &&
+                  std::equal(s.shape.begin() + 1, s.shape.end(), t.shape.begin() + 1);
+      if (!same) {
+        return Differ(a, b, "shape (beyond the first dimension)", ShapeString(s.shape),
+                      ShapeString(t.shape));
+      }
+    } else if (s.shape != t.shape) {
+      return Differ(a, b, "shape", ShapeString(s.shape), ShapeString(t.shape));
+    }
+    if (s.kind == CollectiveKind::kAllreduce && s.reduce_op != t.reduce_op) {
+      return Differ(a, b, "op", collectives::ReduceOpName(s.reduce_op),
+                    collectives::ReduceOpName(t.reduce_op));
+    }
+    if (s.kind == CollectiveKind::kBroadcast && s.root_rank != t.root_rank) {
+      return Differ(a, b, "root_rank", absl::StrCat(s.root_rank), absl::StrCat(t.root_rank));
+    }
+    if (s.compress != t.compress) {
+      return Differ(a, b, "compress", s.compress ? "true" : "false", t.compress ? "true" : "false");
+    }
+    if (s.step != t.step) {
+      return Differ(a, b, "step", absl::StrCat(s.step), absl::StrCat(t.step));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<uint8_t> BufferPool::Take(size_t bytes) {
+  auto it = by_capacity_.lower_bound(bytes);
+  // Only a buffer of about the right size (at most twice) is worth handing out.
+  if (it == by_capacity_.end() || it->first > 2 * bytes + kMinPooledBytes) return {};
+  std::vector<uint8_t> buffer = std::move(it->second.back());
+  it->second.pop_back();
+  pooled_bytes_ -= it->first;
+  if (it->second.empty()) by_capacity_.erase(it);
+  return buffer;
+}
+
+void BufferPool::Give(std::vector<uint8_t> buffer) {
+  const size_t capacity = buffer.capacity();
+  if (capacity < kMinPooledBytes || pooled_bytes_ + capacity > kMaxPooledBytes) return;
+  auto& list = by_capacity_[capacity];
+  if (list.size() >= kMaxPerSize) return;
+  buffer.clear();
+  list.push_back(std::move(buffer));
+  pooled_bytes_ += capacity;
+}
+
+NodeTensor CombineLocal(absl::Span<const LocalInput> inputs, int64_t posted_at_ns,
+                        std::vector<uint8_t> storage) {
+  NodeTensor out;
+  out.data = std::move(storage);
+  out.data.clear();
+  out.spec = *inputs[0].spec;
+  out.posted_at_ns = posted_at_ns;
+  out.spec.samples = 0;
+  for (const LocalInput& in : inputs) out.samples += in.spec->samples;
+  out.spec.samples = out.samples;
+  switch (out.spec.kind) {
+    case CollectiveKind::kAllreduce: {
+      out.data.assign(inputs[0].data, inputs[0].data + inputs[0].bytes);
+      const size_t count = inputs[0].bytes / collectives::DataTypeSize(out.spec.dtype);
+      for (size_t i = 1; i < inputs.size(); ++i) {
+        collectives::ReduceSumInto(out.spec.dtype, out.data.data(), inputs[i].data, count);
+      }
+      break;
+    }
+    case CollectiveKind::kAllgather: {
+      uint64_t total = 0;
+      for (const LocalInput& in : inputs) total += in.bytes;
+      out.data.reserve(total);  // no-op when the pooled storage is large enough
+      for (const LocalInput& in : inputs) {
+        out.data.insert(out.data.end(), in.data, in.data + in.bytes);
+        out.first_dims.push_back(in.spec->shape[0]);
+      }
+      // The node's block: first dimension = the local sum.
+      int64_t first = 0;
+      for (int64_t d : out.first_dims) first += d;
+      out.spec.shape[0] = first;
+      break;
+    }
+    case CollectiveKind::kBroadcast: {
+      const LocalInput* root = nullptr;
+      for (const LocalInput& in : inputs) {
+        if (in.rank == out.spec.root_rank) root = &in;
+      }
+      if (root != nullptr) {
+        out.data.assign(root->data, root->data + root->bytes);
+      } else {
+        out.data.assign(inputs[0].bytes, 0);
+      }
+      break;
+    }
+  }
+  return out;
+}
+
+}  // namespace gravac::daemon

@@ -1,0 +1,70 @@
+// The pure parts of the daemon's local side: converting a worker's Request (worker.proto) into a
+// TensorSpec, checking that the local workers' specs of one tensor agree, and combining their
+// buffers into one NodeTensor (allreduce: sum; allgather: concatenation in local-rank order;
+// broadcast: the root's data, zeros when the root is on another node).
+//
+// Thread-safety: stateless functions.
+#ifndef GRAVAC_DAEMON_LOCAL_LOCAL_REDUCE_H_
+#define GRAVAC_DAEMON_LOCAL_LOCAL_REDUCE_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "daemon/engine/types.h"
+#include "gravac/v1/worker.pb.h"
+
+namespace gravac::daemon {
+
+// The spec of a request from global rank `rank`. InvalidArgument (naming rank, tensor, field)
+// for an unknown kind / dtype / op, a negative dimension or a byte count that does not match
+// dtype and shape.
+absl::StatusOr<TensorSpec> SpecFromRequest(const v1::Request& request, int rank);
+
+// Bytes of a tensor of `spec` (allgather: of one rank's block).
+uint64_t TensorBytes(const TensorSpec& spec);
+
+// One local worker's contribution to a tensor.
+struct LocalInput {
+  int rank = 0;  // global rank
+  const TensorSpec* spec = nullptr;
+  const uint8_t* data = nullptr;
+  uint64_t bytes = 0;
+};
+
+// FailedPrecondition naming the tensor, the field and the two ranks that differ: kind, dtype,
+// shape (allgather: the number of dimensions and shape[1..]), reduce_op (allreduce), root_rank
+// (broadcast), compress, step. `inputs` is in local-rank order.
+absl::Status CheckLocalAgreement(absl::Span<const LocalInput> inputs);
+
+// Combines agreeing inputs (in local-rank order) into the NodeTensor handed to the engine.
+// `storage` (e.g. a result buffer of an earlier step) becomes the tensor's data buffer, so a
+// steady-state step reuses memory instead of faulting in fresh pages.
+NodeTensor CombineLocal(absl::Span<const LocalInput> inputs, int64_t posted_at_ns,
+                        std::vector<uint8_t> storage = {});
+
+// Keeps large result buffers of finished tensors for reuse by later ones of the same size
+// (bounded: a few buffers per size, kMaxPooledBytes in all). Not thread-safe.
+class BufferPool {
+ public:
+  static constexpr size_t kMinPooledBytes = 64 << 10;
+  static constexpr size_t kMaxPooledBytes = size_t{512} << 20;
+  static constexpr size_t kMaxPerSize = 4;
+  // A buffer whose capacity is at least `bytes` (empty when none is pooled).
+  std::vector<uint8_t> Take(size_t bytes);
+  void Give(std::vector<uint8_t> buffer);
+  size_t pooled_bytes() const { return pooled_bytes_; }
+
+ private:
+  std::map<size_t, std::vector<std::vector<uint8_t>>> by_capacity_;
+  size_t pooled_bytes_ = 0;
+};
+
+std::string ShapeString(absl::Span<const int64_t> shape);
+
+}  // namespace gravac::daemon
+
+#endif  // GRAVAC_DAEMON_LOCAL_LOCAL_REDUCE_H_

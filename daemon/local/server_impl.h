@@ -1,0 +1,138 @@
+// Internal state of WorkerServer (worker_server.h); not part of the daemon's interface.
+//
+// Thread-safety: everything not guarded by mu_ belongs to the server thread (Loop). Other
+// threads only touch mu_-guarded fields and queue work with Post().
+#ifndef GRAVAC_DAEMON_LOCAL_SERVER_IMPL_H_
+#define GRAVAC_DAEMON_LOCAL_SERVER_IMPL_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/ipc/framing.h"
+#include "core/ipc/segment.h"
+#include "core/ipc/unix_socket.h"
+#include "daemon/local/local_reduce.h"
+#include "daemon/local/worker_server.h"
+#include "gravac/v1/worker.pb.h"
+
+namespace gravac::daemon::internal {
+
+class WorkerServerImpl : public std::enable_shared_from_this<WorkerServerImpl> {
+ public:
+  static absl::StatusOr<std::shared_ptr<WorkerServerImpl>> Create(WorkerServerOptions options);
+  ~WorkerServerImpl();
+
+  absl::StatusOr<LocalGroup> WaitForWorkers(absl::Duration timeout);
+  void Serve(NodeTensorSink sink, FailureSink on_failure);
+  absl::Status WaitForShutdown(absl::Duration timeout);
+  void Stop();
+
+ private:
+  struct Conn {
+    ipc::UniqueFd fd;
+    ipc::FrameReader reader;
+    int local_rank = -1;  // -1 until a valid hello
+    int rank = -1;
+    int64_t pid = 0;
+    bool shutdown = false;
+    std::map<uint64_t, ipc::ShmSegment> segments;
+    std::set<std::string> in_flight;  // tensor names posted and not answered
+  };
+  // One local worker's post of a tensor.
+  struct PostedRequest {
+    uint64_t request_id = 0;
+    TensorSpec spec;
+    uint64_t segment_id = 0;
+    uint64_t offset = 0;
+    uint64_t bytes = 0;
+  };
+  struct Pending {
+    std::vector<std::optional<PostedRequest>> posts;  // by local rank
+    int count = 0;
+    int64_t first_posted_ns = 0;
+    absl::Time last_warned = absl::InfinitePast();
+  };
+  // A locally complete tensor waiting for Serve, or handed to the sink.
+  struct Ready {
+    std::string name;
+    std::vector<PostedRequest> posts;  // by local rank
+    NodeTensor tensor;
+  };
+
+  explicit WorkerServerImpl(WorkerServerOptions options);
+  void Watch(int fd);
+  void Post(std::function<void()> task);
+  absl::Status LockedFailure();
+
+  // Server thread.
+  void Loop();
+  void RunTasks();
+  void AcceptAll();
+  void ReadFrom(Conn& conn);
+  bool Handle(Conn& conn, v1::WorkerMessage& msg, std::vector<ipc::UniqueFd> fds);
+  bool HandleHello(Conn& conn, const v1::Hello& hello);
+  void HandleRequest(Conn& conn, const v1::Request& request);
+  void Complete(const std::string& name, Pending pending);
+  void Deliver(Ready ready);
+  void OnDone(uint64_t ticket, TensorResult result);
+  void Respond(int local_rank, uint64_t request_id, const std::string& name,
+               const absl::Status& status);
+  void Send(Conn& conn, const v1::DaemonMessage& msg, absl::Span<const int> fds = {});
+  void Drop(Conn& conn, const absl::Status& why);
+  void FailNode(absl::Status status);
+  void ReportFailure();
+  void MarkFinished(int local_rank);
+  void CheckStalls();
+  void Teardown();
+  Conn* ByLocalRank(int local_rank);
+
+  const WorkerServerOptions options_;
+  ipc::UniqueFd listen_fd_, epoll_fd_, wake_fd_;
+  ino_t socket_inode_ = 0;
+  std::thread thread_;
+  std::mutex join_mu_;
+
+  // std::mutex rather than absl::Mutex: Debian's prebuilt abseil is not visible to
+  // ThreadSanitizer.
+  std::mutex mu_;
+  std::condition_variable cv_;  // group_ready_, finished_, failure_, stopping_ changed
+  // Guarded by mu_.
+  bool stopping_ = false;
+  std::deque<std::function<void()>> tasks_;
+  bool group_ready_ = false;
+  bool group_known_ = false;
+  LocalGroup group_;
+  std::vector<bool> hello_seen_;
+  std::vector<bool> finished_slot_;
+  int finished_ = 0;
+  absl::Status failure_;
+
+  // Server thread only.
+  std::map<int, std::unique_ptr<Conn>> conns_;  // by fd
+  std::vector<Conn*> slots_;                    // by local rank (nullptr: none or gone)
+  std::map<std::string, Pending> pending_;
+  std::deque<Ready> queued_;             // complete before Serve
+  std::map<uint64_t, Ready> in_flight_;  // handed to the sink, by ticket
+  uint64_t next_ticket_ = 1;
+  BufferPool pool_;  // result buffers reused as the next tensors' node buffers
+  bool serving_ = false;
+  bool failure_reported_ = false;
+  NodeTensorSink sink_;
+  FailureSink on_failure_;
+  int first_rank_ = 0;
+  int world_size_ = 0;
+};
+
+}  // namespace gravac::daemon::internal
+
+#endif  // GRAVAC_DAEMON_LOCAL_SERVER_IMPL_H_

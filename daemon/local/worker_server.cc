@@ -1,0 +1,296 @@
+#include "daemon/local/worker_server.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "core/status.h"
+#include "daemon/local/server_impl.h"
+
+namespace gravac::daemon {
+namespace internal {
+
+absl::StatusOr<std::shared_ptr<WorkerServerImpl>> WorkerServerImpl::Create(
+    WorkerServerOptions options) {
+  if (options.local_size < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("local_size must be at least 1, got %d", options.local_size));
+  }
+  auto impl = std::shared_ptr<WorkerServerImpl>(new WorkerServerImpl(std::move(options)));
+  ipc::ListenOptions listen;
+  listen.path = impl->options_.socket_path;
+  listen.group = impl->options_.socket_group;
+  listen.nonblocking = true;
+  ASSIGN_OR_RETURN(impl->listen_fd_, ipc::ListenUnix(listen));
+  struct stat st;
+  if (::stat(listen.path.c_str(), &st) == 0) impl->socket_inode_ = st.st_ino;
+  impl->epoll_fd_.Reset(::epoll_create1(EPOLL_CLOEXEC));
+  impl->wake_fd_.Reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!impl->epoll_fd_.valid() || !impl->wake_fd_.valid()) {
+    return absl::InternalError(absl::StrFormat("epoll/eventfd: %s", std::strerror(errno)));
+  }
+  impl->Watch(impl->listen_fd_.get());
+  impl->Watch(impl->wake_fd_.get());
+  impl->slots_.assign(impl->options_.local_size, nullptr);
+  {
+    std::lock_guard<std::mutex> lock(impl->mu_);
+    impl->hello_seen_.assign(impl->options_.local_size, false);
+    impl->finished_slot_.assign(impl->options_.local_size, false);
+  }
+  impl->thread_ = std::thread([raw = impl.get()] { raw->Loop(); });
+  return impl;
+}
+
+WorkerServerImpl::WorkerServerImpl(WorkerServerOptions options) : options_(std::move(options)) {}
+
+WorkerServerImpl::~WorkerServerImpl() { Stop(); }
+
+void WorkerServerImpl::Watch(int fd) {
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = fd;
+  ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, fd, &ev);
+}
+
+void WorkerServerImpl::Post(std::function<void()> task) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    tasks_.push_back(std::move(task));
+  }
+  uint64_t one = 1;
+  ssize_t unused = ::write(wake_fd_.get(), &one, sizeof(one));
+  (void)unused;
+}
+
+absl::StatusOr<LocalGroup> WorkerServerImpl::WaitForWorkers(absl::Duration timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout),
+               [this] { return group_ready_ || stopping_ || !failure_.ok(); });
+  if (group_ready_) return group_;
+  if (!failure_.ok()) return failure_;
+  if (stopping_) return absl::CancelledError("worker server stopped");
+  std::vector<int> missing;
+  for (int i = 0; i < options_.local_size; ++i) {
+    if (!hello_seen_[i]) missing.push_back(i);
+  }
+  return absl::DeadlineExceededError(absl::StrFormat(
+      "%d of %d local workers said hello within %s; missing local ranks [%s] (socket '%s')",
+      options_.local_size - static_cast<int>(missing.size()), options_.local_size,
+      absl::FormatDuration(timeout), absl::StrJoin(missing, ", "), options_.socket_path));
+}
+
+void WorkerServerImpl::Serve(NodeTensorSink sink, FailureSink on_failure) {
+  Post([this, sink = std::move(sink), on_failure = std::move(on_failure)]() mutable {
+    sink_ = std::move(sink);
+    on_failure_ = std::move(on_failure);
+    serving_ = true;
+    std::deque<Ready> queued = std::move(queued_);
+    queued_.clear();
+    for (Ready& r : queued) Deliver(std::move(r));
+    if (!failure_reported_ && !LockedFailure().ok()) ReportFailure();
+  });
+}
+
+absl::Status WorkerServerImpl::LockedFailure() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failure_;
+}
+
+absl::Status WorkerServerImpl::WaitForShutdown(absl::Duration timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout),
+               [this] { return finished_ == options_.local_size || stopping_; });
+  if (finished_ == options_.local_size) return failure_;
+  if (stopping_) return absl::CancelledError("worker server stopped");
+  std::vector<int> running;
+  for (int i = 0; i < options_.local_size; ++i) {
+    if (!finished_slot_[i]) running.push_back(group_.first_rank + i);
+  }
+  return absl::DeadlineExceededError(absl::StrFormat("ranks [%s] did not shut down within %s",
+                                                     absl::StrJoin(running, ", "),
+                                                     absl::FormatDuration(timeout)));
+}
+
+void WorkerServerImpl::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  uint64_t one = 1;
+  ssize_t unused = ::write(wake_fd_.get(), &one, sizeof(one));
+  (void)unused;
+  std::lock_guard<std::mutex> join_lock(join_mu_);
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+}
+
+void WorkerServerImpl::Loop() {
+  epoll_event events[64];
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) break;
+    }
+    const int timeout_ms = static_cast<int>(
+        std::clamp<int64_t>(absl::ToInt64Milliseconds(options_.stall_warning / 4), 10, 500));
+    int n = ::epoll_wait(epoll_fd_.get(), events, 64, timeout_ms);
+    if (n < 0 && errno != EINTR) break;
+    for (int i = 0; i < n; ++i) {
+      const int fd = events[i].data.fd;
+      if (fd == listen_fd_.get()) {
+        AcceptAll();
+      } else if (fd == wake_fd_.get()) {
+        uint64_t v;
+        ssize_t unused = ::read(wake_fd_.get(), &v, sizeof(v));
+        (void)unused;
+      } else {
+        auto it = conns_.find(fd);
+        if (it != conns_.end()) ReadFrom(*it->second);
+      }
+    }
+    RunTasks();
+    CheckStalls();
+  }
+  Teardown();
+}
+
+void WorkerServerImpl::RunTasks() {
+  std::deque<std::function<void()>> tasks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    tasks.swap(tasks_);
+  }
+  for (auto& t : tasks) t();
+}
+
+void WorkerServerImpl::AcceptAll() {
+  while (true) {
+    int fd = ::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) return;
+    auto conn = std::make_unique<Conn>();
+    conn->fd.Reset(fd);
+    Watch(fd);
+    conns_.emplace(fd, std::move(conn));
+  }
+}
+
+void WorkerServerImpl::ReadFrom(Conn& conn) {
+  auto more = conn.reader.ReadSome(conn.fd.get());
+  if (!more.ok()) {
+    Drop(conn, more.status());
+    return;
+  }
+  while (true) {
+    auto frame = conn.reader.Next();
+    if (!frame.ok()) {
+      Drop(conn, frame.status());
+      return;
+    }
+    if (!frame->has_value()) break;
+    v1::WorkerMessage msg;
+    if (!msg.ParseFromString((*frame)->payload)) {
+      Drop(conn, absl::DataLossError("unparsable message from worker"));
+      return;
+    }
+    if (!Handle(conn, msg, std::move((*frame)->fds))) return;  // conn dropped
+  }
+  if (!*more) Drop(conn, absl::UnavailableError("connection closed"));
+}
+
+bool WorkerServerImpl::Handle(Conn& conn, v1::WorkerMessage& msg, std::vector<ipc::UniqueFd> fds) {
+  switch (msg.msg_case()) {
+    case v1::WorkerMessage::kHello:
+      return HandleHello(conn, msg.hello());
+    case v1::WorkerMessage::kRegisterSegment: {
+      if (conn.local_rank < 0 || fds.size() != 1) {
+        Drop(conn, absl::InvalidArgumentError("segment registration before hello or without fd"));
+        return false;
+      }
+      auto seg = ipc::ShmSegment::Map(std::move(fds[0]), /*writable=*/true);
+      if (!seg.ok()) {
+        Drop(conn, absl::InvalidArgumentError(absl::StrFormat(
+                       "rank %d: staging segment refused: %s", conn.rank, seg.status().message())));
+        return false;
+      }
+      conn.segments[msg.register_segment().segment_id()] = std::move(*seg);
+      return true;
+    }
+    case v1::WorkerMessage::kReleaseSegment:
+      conn.segments.erase(msg.release_segment().segment_id());
+      return true;
+    case v1::WorkerMessage::kRequest:
+      if (conn.local_rank < 0) {
+        Drop(conn, absl::InvalidArgumentError("request before hello"));
+        return false;
+      }
+      HandleRequest(conn, msg.request());
+      return true;
+    case v1::WorkerMessage::kShutdown: {
+      conn.shutdown = true;
+      v1::DaemonMessage ack;
+      ack.mutable_shutdown_ack();
+      Send(conn, ack);
+      MarkFinished(conn.local_rank);
+      return true;
+    }
+    default:
+      Drop(conn, absl::InvalidArgumentError("unknown message from worker"));
+      return false;
+  }
+}
+
+void WorkerServerImpl::Send(Conn& conn, const v1::DaemonMessage& msg, absl::Span<const int> fds) {
+  std::string bytes = msg.SerializeAsString();
+  absl::Status s = ipc::SendFrame(conn.fd.get(), bytes, fds, absl::Seconds(10));
+  if (!s.ok() && options_.log != nullptr) {
+    GRAVAC_LOG(*options_.log, kWarning, "rank %d: cannot send to worker: %s", conn.rank,
+               s.message());
+  }
+}
+
+void WorkerServerImpl::MarkFinished(int local_rank) {
+  if (local_rank < 0) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!finished_slot_[local_rank]) {
+    finished_slot_[local_rank] = true;
+    ++finished_;
+  }
+  cv_.notify_all();
+}
+
+}  // namespace internal
+
+absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(WorkerServerOptions options) {
+  ASSIGN_OR_RETURN(auto impl, internal::WorkerServerImpl::Create(std::move(options)));
+  return std::unique_ptr<WorkerServer>(new WorkerServer(std::move(impl)));
+}
+
+WorkerServer::WorkerServer(std::shared_ptr<internal::WorkerServerImpl> impl)
+    : impl_(std::move(impl)) {}
+
+WorkerServer::~WorkerServer() { Stop(); }
+
+absl::StatusOr<LocalGroup> WorkerServer::WaitForWorkers(absl::Duration timeout) {
+  return impl_->WaitForWorkers(timeout);
+}
+
+void WorkerServer::Serve(NodeTensorSink sink, FailureSink on_failure) {
+  impl_->Serve(std::move(sink), std::move(on_failure));
+}
+
+absl::Status WorkerServer::WaitForShutdown(absl::Duration timeout) {
+  return impl_->WaitForShutdown(timeout);
+}
+
+void WorkerServer::Stop() { impl_->Stop(); }
+
+}  // namespace gravac::daemon

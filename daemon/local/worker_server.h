@@ -1,0 +1,106 @@
+// WorkerServer: the daemon's local side. It accepts the node's workers (client library
+// gravac/gravac.h) on a Unix socket, maps their shared-memory staging segments, waits until every
+// local worker posted the same tensor, checks that their specs agree, combines them into one
+// NodeTensor (allreduce: the sum; allgather: the blocks concatenated in local-rank order;
+// broadcast: the root's data) and hands it to a sink (Engine::Enqueue). When the sink's
+// DoneCallback runs, the result is written back into every local worker's staging buffer (an
+// allgather's result goes into a new memfd passed to the workers) and the requests complete.
+//
+// Protocol (core/ipc/, proto/gravac/v1/worker.proto): framed WorkerMessage / DaemonMessage over
+// a stream socket, file descriptors passed with SCM_RIGHTS. A worker says Hello {rank, size,
+// local_rank, local_size, pid} and gets Welcome or Error; it registers staging segments
+// (memfd + POD header core/ipc/shm_abi.h) and posts Requests that point into them; one staging
+// copy in and one copy out per tensor on the worker side, one reduction pass here.
+//
+// Socket: created with mode 0600, or 0660 and the given group. A second daemon on the same path
+// is refused (Start fails with AlreadyExists) while the first one answers; a stale socket file
+// (nobody listening) is replaced.
+//
+// Failures: a worker whose connection closes without Shutdown fails the node: `on_failure` gets
+// Unavailable naming its global rank, and every pending and later request of the other workers
+// fails with that message. Locally inconsistent requests (different dtype, shape, op, kind, root,
+// compress or step for the same name) fail on every local worker with FailedPrecondition naming
+// the ranks and the field. A tensor posted by some local workers but not all for longer than
+// `stall_warning` is logged (warning) naming the missing global ranks, once per stall_warning.
+//
+// Threads: one internal thread (epoll) serves all workers and runs the sink; DoneCallbacks may
+// run on any thread (they only queue work for the internal thread). All public methods are
+// thread-safe. WaitForWorkers and WaitForShutdown block (bounded by their timeout).
+#ifndef GRAVAC_DAEMON_LOCAL_WORKER_SERVER_H_
+#define GRAVAC_DAEMON_LOCAL_WORKER_SERVER_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "core/logging.h"
+#include "daemon/engine/types.h"
+
+namespace gravac::daemon {
+
+struct WorkerServerOptions {
+  std::string socket_path;   // created with mode 0600 (0660 + chgrp when group set)
+  std::string socket_group;  // "" = none
+  int local_size = 1;        // workers expected on this node
+  absl::Duration stall_warning = absl::Seconds(60);
+  Logger* log = nullptr;  // nullptr: nothing is logged
+};
+
+// The node's ranks, learnt from the workers' hellos: global ranks
+// [first_rank, first_rank + local_size) of world_size.
+struct LocalGroup {
+  int first_rank = 0;
+  int local_size = 0;
+  int world_size = 0;
+};
+
+// Receives every locally complete tensor (Engine::Enqueue); called on the server's thread.
+using NodeTensorSink = std::function<void(NodeTensor, DoneCallback)>;
+// Receives a local failure (Engine::FailLocal); called on the server's thread.
+using FailureSink = std::function<void(absl::Status)>;
+
+namespace internal {
+class WorkerServerImpl;
+}  // namespace internal
+
+class WorkerServer {
+ public:
+  // Binds and listens on options.socket_path and starts the server thread. Fails with
+  // AlreadyExists when another live daemon listens on the path, InvalidArgument on bad options
+  // (local_size < 1, unknown group, path too long).
+  static absl::StatusOr<std::unique_ptr<WorkerServer>> Start(WorkerServerOptions options);
+
+  // Blocks until local_size workers said hello with consistent ranks (or timeout:
+  // DeadlineExceeded naming the local ranks still missing). Returns the same group when called
+  // again.
+  absl::StatusOr<LocalGroup> WaitForWorkers(absl::Duration timeout);
+
+  // From now on locally complete tensors go to `sink`; requests received earlier are queued
+  // and delivered now. A worker that disconnects without shutdown calls `on_failure` with a
+  // status naming its global rank. Call once.
+  void Serve(NodeTensorSink sink, FailureSink on_failure);
+
+  // Blocks until every local worker has called gravac_shutdown (or disconnected) or timeout.
+  // Returns OK when all shut down cleanly, the failure (Unavailable naming the rank) when one
+  // disconnected without shutdown, DeadlineExceeded naming the ranks still running.
+  absl::Status WaitForShutdown(absl::Duration timeout);
+
+  // Closes the socket, unlinks it, fails pending requests (Cancelled) and joins the thread.
+  // Idempotent; the destructor calls it. DoneCallbacks that run later are ignored.
+  void Stop();
+
+  ~WorkerServer();
+  WorkerServer(const WorkerServer&) = delete;
+  WorkerServer& operator=(const WorkerServer&) = delete;
+
+ private:
+  explicit WorkerServer(std::shared_ptr<internal::WorkerServerImpl> impl);
+  std::shared_ptr<internal::WorkerServerImpl> impl_;
+};
+
+}  // namespace gravac::daemon
+
+#endif  // GRAVAC_DAEMON_LOCAL_WORKER_SERVER_H_

@@ -1,0 +1,365 @@
+// WorkerServerImpl: hellos, requests, local completion, results and failures (server thread).
+#include <sys/epoll.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "core/absl_compat.h"
+#include "core/ipc/shm_abi.h"
+#include "daemon/local/server_impl.h"
+
+namespace gravac::daemon::internal {
+namespace {
+
+int64_t NowNs() { return absl::ToUnixNanos(absl::Now()); }
+
+}  // namespace
+
+WorkerServerImpl::Conn* WorkerServerImpl::ByLocalRank(int local_rank) {
+  if (local_rank < 0 || local_rank >= static_cast<int>(slots_.size())) return nullptr;
+  return slots_[local_rank];
+}
+
+bool WorkerServerImpl::HandleHello(Conn& conn, const v1::Hello& hello) {
+  auto refuse = [&](std::string message) {
+    v1::DaemonMessage reply;
+    reply.mutable_error()->set_code(static_cast<int>(absl::StatusCode::kInvalidArgument));
+    reply.mutable_error()->set_message(message);
+    Send(conn, reply);
+    if (options_.log != nullptr) {
+      GRAVAC_LOG(*options_.log, kError, "refused worker (pid %d): %s", hello.pid(), message);
+    }
+    Drop(conn, absl::InvalidArgumentError(message));
+    return false;
+  };
+  const int rank = hello.rank(), local_rank = hello.local_rank();
+  if (conn.local_rank >= 0) return refuse(absl::StrFormat("rank %d said hello twice", rank));
+  if (hello.abi_version() != ipc::kShmAbiVersion) {
+    return refuse(absl::StrFormat("rank %d speaks shared-memory ABI %d, the daemon %d", rank,
+                                  hello.abi_version(), ipc::kShmAbiVersion));
+  }
+  if (hello.local_size() != options_.local_size) {
+    return refuse(absl::StrFormat("rank %d says GRAVAC_LOCAL_SIZE=%d but this daemon expects %d",
+                                  rank, hello.local_size(), options_.local_size));
+  }
+  if (hello.size() < 1 || rank < 0 || rank >= hello.size()) {
+    return refuse(absl::StrFormat("rank %d is outside world size %d", rank, hello.size()));
+  }
+  if (local_rank < 0 || local_rank >= options_.local_size) {
+    return refuse(absl::StrFormat("rank %d has local rank %d outside [0, %d)", rank, local_rank,
+                                  options_.local_size));
+  }
+  const int first_rank = rank - local_rank;
+  if (first_rank < 0 || first_rank + options_.local_size > hello.size()) {
+    return refuse(
+        absl::StrFormat("rank %d with local rank %d and local size %d does not fit world size %d",
+                        rank, local_rank, options_.local_size, hello.size()));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (hello_seen_[local_rank]) {
+      return refuse(absl::StrFormat("rank %d: local rank %d is already taken by another worker",
+                                    rank, local_rank));
+    }
+    if (group_known_) {
+      if (hello.size() != group_.world_size) {
+        return refuse(absl::StrFormat("rank %d says world size %d but rank %d said %d", rank,
+                                      hello.size(), group_.first_rank, group_.world_size));
+      }
+      if (first_rank != group_.first_rank) {
+        return refuse(absl::StrFormat(
+            "rank %d with local rank %d implies first rank %d on this node, but earlier workers "
+            "imply %d (ranks must be contiguous per node)",
+            rank, local_rank, first_rank, group_.first_rank));
+      }
+    } else {
+      group_known_ = true;
+      group_ = {first_rank, options_.local_size, hello.size()};
+      first_rank_ = first_rank;
+      world_size_ = hello.size();
+    }
+    hello_seen_[local_rank] = true;
+    int seen = 0;
+    for (bool b : hello_seen_) seen += b ? 1 : 0;
+    if (seen == options_.local_size) group_ready_ = true;
+  }
+  cv_.notify_all();
+  conn.local_rank = local_rank;
+  conn.rank = rank;
+  conn.pid = hello.pid();
+  slots_[local_rank] = &conn;
+  v1::DaemonMessage reply;
+  reply.mutable_welcome()->set_daemon_pid(::getpid());
+  Send(conn, reply);
+  return true;
+}
+
+void WorkerServerImpl::Respond(int local_rank, uint64_t request_id, const std::string& name,
+                               const absl::Status& status) {
+  Conn* conn = ByLocalRank(local_rank);
+  if (conn == nullptr) return;
+  conn->in_flight.erase(name);
+  v1::DaemonMessage msg;
+  v1::Response* r = msg.mutable_response();
+  r->set_id(request_id);
+  r->set_code(static_cast<int>(status.code()));
+  r->set_message(std::string(status.message()));
+  Send(*conn, msg);
+}
+
+void WorkerServerImpl::HandleRequest(Conn& conn, const v1::Request& request) {
+  const std::string& name = request.name();
+  auto reject = [&](const absl::Status& status) {
+    v1::DaemonMessage msg;
+    v1::Response* r = msg.mutable_response();
+    r->set_id(request.id());
+    r->set_code(static_cast<int>(status.code()));
+    r->set_message(std::string(status.message()));
+    Send(conn, msg);
+  };
+  if (absl::Status failure = LockedFailure(); !failure.ok()) return reject(failure);
+  auto spec = SpecFromRequest(request, conn.rank);
+  if (!spec.ok()) return reject(spec.status());
+  auto seg = conn.segments.find(request.segment_id());
+  if (seg == conn.segments.end() || request.offset() + request.bytes() > seg->second.data_bytes() ||
+      request.offset() + request.bytes() < request.offset()) {
+    return reject(absl::InvalidArgumentError(
+        absl::StrFormat("rank %d, tensor '%s': bytes [%d, +%d) are outside staging segment %d",
+                        conn.rank, name, request.offset(), request.bytes(), request.segment_id())));
+  }
+  if (!conn.in_flight.insert(name).second) {
+    return reject(absl::InvalidArgumentError(absl::StrFormat(
+        "rank %d, tensor '%s': already in flight (a name may be posted once until it completes)",
+        conn.rank, name)));
+  }
+  Pending& p = pending_[name];
+  if (p.posts.empty()) {
+    p.posts.resize(options_.local_size);
+    p.first_posted_ns = NowNs();
+  }
+  p.posts[conn.local_rank] = PostedRequest{request.id(), std::move(*spec), request.segment_id(),
+                                           request.offset(), request.bytes()};
+  if (++p.count == options_.local_size) {
+    Pending done = std::move(p);
+    pending_.erase(name);
+    Complete(name, std::move(done));
+  }
+}
+
+void WorkerServerImpl::Complete(const std::string& name, Pending pending) {
+  Ready ready;
+  ready.name = name;
+  std::vector<LocalInput> inputs;
+  for (int lr = 0; lr < options_.local_size; ++lr) {
+    struct PostedRequest& post = *pending.posts[lr];
+    Conn* conn = ByLocalRank(lr);
+    if (conn == nullptr) continue;
+    auto seg = conn->segments.find(post.segment_id);
+    if (seg == conn->segments.end()) continue;
+    inputs.push_back(
+        LocalInput{first_rank_ + lr, &post.spec, seg->second.data() + post.offset, post.bytes});
+  }
+  absl::Status status;
+  if (static_cast<int>(inputs.size()) != options_.local_size) {
+    status = absl::UnavailableError(
+        absl::StrFormat("tensor '%s': a local worker's staging segment is gone", name));
+  } else {
+    status = CheckLocalAgreement(inputs);
+  }
+  if (!status.ok()) {
+    if (options_.log != nullptr) GRAVAC_LOG(*options_.log, kError, "%s", status.message());
+    for (int lr = 0; lr < options_.local_size; ++lr) {
+      Respond(lr, pending.posts[lr]->request_id, name, status);
+    }
+    return;
+  }
+  uint64_t bytes = 0;
+  for (const LocalInput& in : inputs) bytes += in.bytes;
+  if (inputs[0].spec->kind != CollectiveKind::kAllgather) bytes = inputs[0].bytes;
+  ready.tensor = CombineLocal(inputs, pending.first_posted_ns, pool_.Take(bytes));
+  for (auto& post : pending.posts) ready.posts.push_back(std::move(*post));
+  if (serving_) {
+    Deliver(std::move(ready));
+  } else {
+    queued_.push_back(std::move(ready));
+  }
+}
+
+void WorkerServerImpl::Deliver(Ready ready) {
+  if (absl::Status failure = LockedFailure(); !failure.ok()) {
+    for (size_t lr = 0; lr < ready.posts.size(); ++lr) {
+      Respond(static_cast<int>(lr), ready.posts[lr].request_id, ready.name, failure);
+    }
+    return;
+  }
+  const uint64_t ticket = next_ticket_++;
+  NodeTensor tensor = std::move(ready.tensor);
+  ready.tensor = NodeTensor{};
+  ready.tensor.spec = tensor.spec;
+  in_flight_.emplace(ticket, std::move(ready));
+  std::weak_ptr<WorkerServerImpl> weak = weak_from_this();
+  sink_(std::move(tensor), [weak, ticket](TensorResult result) {
+    if (auto self = weak.lock()) {
+      auto shared = std::make_shared<TensorResult>(std::move(result));
+      self->Post([raw = self.get(), ticket, shared] { raw->OnDone(ticket, std::move(*shared)); });
+    }
+  });
+}
+
+void WorkerServerImpl::OnDone(uint64_t ticket, TensorResult result) {
+  auto it = in_flight_.find(ticket);
+  if (it == in_flight_.end()) return;
+  Ready ready = std::move(it->second);
+  in_flight_.erase(it);
+  const CollectiveKind kind = ready.tensor.spec.kind;
+  absl::Status status = result.status;
+  std::optional<ipc::ShmSegment> gathered;
+  if (status.ok() && kind == CollectiveKind::kAllgather) {
+    auto seg = ipc::ShmSegment::Create("gravac-allgather", result.data.size());
+    if (seg.ok()) {
+      if (!result.data.empty()) std::memcpy(seg->data(), result.data.data(), result.data.size());
+      gathered = std::move(*seg);
+    } else {
+      status = seg.status();
+    }
+  }
+  for (size_t lr = 0; lr < ready.posts.size(); ++lr) {
+    const struct PostedRequest& post = ready.posts[lr];
+    Conn* conn = ByLocalRank(static_cast<int>(lr));
+    if (conn == nullptr) continue;
+    absl::Status s = status;
+    if (s.ok() && kind != CollectiveKind::kAllgather) {
+      auto seg = conn->segments.find(post.segment_id);
+      if (result.data.size() != post.bytes) {
+        s = absl::InternalError(
+            absl::StrFormat("tensor '%s': result of %d bytes for an input of %d bytes", ready.name,
+                            result.data.size(), post.bytes));
+      } else if (seg == conn->segments.end()) {
+        s = absl::InternalError(
+            absl::StrFormat("rank %d, tensor '%s': staging segment gone", conn->rank, ready.name));
+      } else if (post.bytes > 0) {
+        std::memcpy(seg->second.data() + post.offset, result.data.data(), post.bytes);
+      }
+    }
+    conn->in_flight.erase(ready.name);
+    v1::DaemonMessage msg;
+    v1::Response* r = msg.mutable_response();
+    r->set_id(post.request_id);
+    r->set_code(static_cast<int>(s.code()));
+    r->set_message(std::string(s.message()));
+    if (s.ok()) {
+      r->set_theta(result.theta);
+      r->set_collective(result.collective);
+      r->set_decision_epoch(result.decision_epoch);
+      if (gathered.has_value()) {
+        for (int64_t d : result.first_dims) r->add_first_dims(d);
+        r->set_result_bytes(result.data.size());
+        int fd = gathered->fd();
+        Send(*conn, msg, absl::MakeConstSpan(&fd, 1));
+        continue;
+      }
+    }
+    Send(*conn, msg);
+  }
+  pool_.Give(std::move(result.data));
+}
+
+void WorkerServerImpl::Drop(Conn& conn, const absl::Status& why) {
+  const int fd = conn.fd.get();
+  const int local_rank = conn.local_rank;
+  const bool clean = conn.shutdown;
+  const int rank = conn.rank;
+  const int64_t pid = conn.pid;
+  ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, fd, nullptr);
+  if (local_rank >= 0) slots_[local_rank] = nullptr;
+  conns_.erase(fd);  // closes the socket and unmaps its segments
+  if (local_rank < 0) return;
+  MarkFinished(local_rank);
+  if (clean) return;
+  FailNode(absl::UnavailableError(absl::StrFormat(
+      "worker rank %d (local rank %d, pid %d) disconnected without gravac_shutdown (%s)", rank,
+      local_rank, pid, why.message())));
+}
+
+void WorkerServerImpl::FailNode(absl::Status status) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!failure_.ok()) return;
+    failure_ = status;
+  }
+  cv_.notify_all();
+  if (options_.log != nullptr) GRAVAC_LOG(*options_.log, kError, "%s", status.message());
+  std::map<std::string, Pending> pending = std::move(pending_);
+  pending_.clear();
+  for (auto& [name, p] : pending) {
+    for (int lr = 0; lr < options_.local_size; ++lr) {
+      if (p.posts[lr].has_value()) Respond(lr, p.posts[lr]->request_id, name, status);
+    }
+  }
+  std::deque<Ready> queued = std::move(queued_);
+  queued_.clear();
+  for (Ready& r : queued) {
+    for (size_t lr = 0; lr < r.posts.size(); ++lr) {
+      Respond(static_cast<int>(lr), r.posts[lr].request_id, r.name, status);
+    }
+  }
+  if (serving_) ReportFailure();
+}
+
+void WorkerServerImpl::ReportFailure() {
+  failure_reported_ = true;
+  if (on_failure_) on_failure_(LockedFailure());
+}
+
+void WorkerServerImpl::CheckStalls() {
+  if (pending_.empty()) return;
+  const absl::Time now = absl::Now();
+  for (auto& [name, p] : pending_) {
+    const absl::Duration waited = now - absl::FromUnixNanos(p.first_posted_ns);
+    if (waited < options_.stall_warning || now - p.last_warned < options_.stall_warning) continue;
+    p.last_warned = now;
+    std::vector<int> posted, missing;
+    for (int lr = 0; lr < options_.local_size; ++lr) {
+      (p.posts[lr].has_value() ? posted : missing).push_back(first_rank_ + lr);
+    }
+    if (options_.log != nullptr) {
+      GRAVAC_LOG(*options_.log, kWarning,
+                 "stall: tensor '%s' posted by ranks [%s] %s ago is still missing from ranks [%s]",
+                 name, absl::StrJoin(posted, ", "),
+                 absl::FormatDuration(absl::Trunc(waited, absl::Milliseconds(1))),
+                 absl::StrJoin(missing, ", "));
+    }
+  }
+}
+
+void WorkerServerImpl::Teardown() {
+  const absl::Status stopped = absl::CancelledError("the daemon stopped");
+  for (auto& [name, p] : pending_) {
+    for (int lr = 0; lr < options_.local_size; ++lr) {
+      if (p.posts[lr].has_value()) Respond(lr, p.posts[lr]->request_id, name, stopped);
+    }
+  }
+  pending_.clear();
+  auto fail_all = [&](Ready& r) {
+    for (size_t lr = 0; lr < r.posts.size(); ++lr) {
+      Respond(static_cast<int>(lr), r.posts[lr].request_id, r.name, stopped);
+    }
+  };
+  for (Ready& r : queued_) fail_all(r);
+  queued_.clear();
+  for (auto& [ticket, r] : in_flight_) fail_all(r);
+  in_flight_.clear();
+  std::fill(slots_.begin(), slots_.end(), nullptr);
+  conns_.clear();
+  listen_fd_.Reset();
+  struct stat st;
+  if (::stat(options_.socket_path.c_str(), &st) == 0 && st.st_ino == socket_inode_) {
+    ::unlink(options_.socket_path.c_str());
+  }
+}
+
+}  // namespace gravac::daemon::internal

@@ -1,0 +1,124 @@
+// FakeEngine: a NodeTensorSink for tests of the local side without the cross-node engine, on a
+// single node: allreduce returns the node sum (divided by the world size for average),
+// allgather and broadcast return the node tensor as is. It can hold tensors until Release() (to
+// test polling and many tensors in flight) and records what it received.
+//
+// Thread-safety: all methods are thread-safe.
+#ifndef GRAVAC_TESTS_DAEMON_LOCAL_FAKE_ENGINE_H_
+#define GRAVAC_TESTS_DAEMON_LOCAL_FAKE_ENGINE_H_
+
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "daemon/collectives/reduce.h"
+#include "daemon/engine/types.h"
+#include "daemon/local/worker_server.h"
+
+namespace gravac::daemon::testing {
+
+class FakeEngine {
+ public:
+  explicit FakeEngine(int world_size) : world_size_(world_size) {}
+
+  NodeTensorSink Sink() {
+    return [this](NodeTensor t, DoneCallback done) { Enqueue(std::move(t), std::move(done)); };
+  }
+  FailureSink OnFailure() {
+    return [this](absl::Status s) {
+      std::lock_guard<std::mutex> lock(mu_);
+      failures_.push_back(std::move(s));
+    };
+  }
+
+  void Enqueue(NodeTensor t, DoneCallback done) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      names_.push_back(t.spec.name);
+      specs_.push_back(t.spec);
+      if (hold_) {
+        held_.emplace_back(std::move(t), std::move(done));
+        return;
+      }
+    }
+    done(Complete(std::move(t)));
+  }
+
+  void set_hold(bool hold) {
+    std::lock_guard<std::mutex> lock(mu_);
+    hold_ = hold;
+  }
+  // Completes every held tensor (with `status` when not OK).
+  void Release(absl::Status status = absl::OkStatus()) {
+    std::vector<std::pair<NodeTensor, DoneCallback>> held;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      held.swap(held_);
+    }
+    for (auto& [t, done] : held) {
+      if (status.ok()) {
+        done(Complete(std::move(t)));
+      } else {
+        TensorResult r;
+        r.status = status;
+        done(std::move(r));
+      }
+    }
+  }
+  size_t held() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return held_.size();
+  }
+  std::vector<std::string> names() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return names_;
+  }
+  std::vector<TensorSpec> specs() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return specs_;
+  }
+  std::vector<absl::Status> failures() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return failures_;
+  }
+
+  TensorResult Complete(NodeTensor t) const {
+    TensorResult r;
+    r.decision_epoch = 7;
+    r.theta = 1.0;
+    switch (t.spec.kind) {
+      case CollectiveKind::kAllreduce:
+        if (t.spec.reduce_op == collectives::ReduceOp::kAverage && !t.data.empty()) {
+          collectives::DivideInPlace(t.spec.dtype, t.data.data(),
+                                     t.data.size() / collectives::DataTypeSize(t.spec.dtype),
+                                     world_size_);
+        }
+        r.collective = "dense_allreduce";
+        break;
+      case CollectiveKind::kAllgather:
+        r.first_dims = t.first_dims;
+        r.collective = "allgather";
+        break;
+      case CollectiveKind::kBroadcast:
+        r.collective = "broadcast";
+        break;
+    }
+    r.data = std::move(t.data);
+    return r;
+  }
+
+ private:
+  const int world_size_;
+  std::mutex mu_;
+  bool hold_ = false;
+  std::vector<std::pair<NodeTensor, DoneCallback>> held_;
+  std::vector<std::string> names_;
+  std::vector<TensorSpec> specs_;
+  std::vector<absl::Status> failures_;
+};
+
+}  // namespace gravac::daemon::testing
+
+#endif  // GRAVAC_TESTS_DAEMON_LOCAL_FAKE_ENGINE_H_

@@ -1,0 +1,118 @@
+#include "daemon/local/local_reduce.h"
+
+#include <cstring>
+#include <vector>
+
+#include "core/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gravac::daemon {
+namespace {
+
+using ::gravac::testing::IsOk;
+using ::gravac::testing::StatusIs;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+v1::Request MakeRequest(v1::CollectiveKind kind, v1::DataType dtype, std::vector<int64_t> shape,
+                        uint64_t bytes) {
+  v1::Request r;
+  r.set_name("t");
+  r.set_kind(kind);
+  r.set_dtype(dtype);
+  for (int64_t d : shape) r.add_shape(d);
+  r.set_bytes(bytes);
+  return r;
+}
+
+TEST(LocalReduceTest, SpecFromRequestChecksBytesAgainstShape) {
+  EXPECT_THAT(SpecFromRequest(MakeRequest(v1::ALLREDUCE, v1::FLOAT64, {2, 3}, 48), 0), IsOk());
+  EXPECT_THAT(SpecFromRequest(MakeRequest(v1::ALLREDUCE, v1::FLOAT64, {2, 3}, 24), 3),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("rank 3, tensor 't': 24 bytes posted for shape [2, 3]")));
+  EXPECT_THAT(SpecFromRequest(MakeRequest(v1::ALLGATHER, v1::FLOAT32, {}, 4), 0),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("at least one dimension")));
+  EXPECT_THAT(SpecFromRequest(MakeRequest(v1::COLLECTIVE_UNSPECIFIED, v1::FLOAT32, {}, 4), 0),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("kind")));
+}
+
+TEST(LocalReduceTest, CombinesAllreduceAllgatherAndBroadcast) {
+  TensorSpec s;
+  s.name = "t";
+  s.shape = {3};
+  std::vector<float> a = {1, 2, 3}, b = {10, 20, 30};
+  std::vector<LocalInput> in = {{4, &s, reinterpret_cast<uint8_t*>(a.data()), 12},
+                                {5, &s, reinterpret_cast<uint8_t*>(b.data()), 12}};
+  ASSERT_THAT(CheckLocalAgreement(in), IsOk());
+  NodeTensor sum = CombineLocal(in, 1);
+  std::vector<float> got(3);
+  std::memcpy(got.data(), sum.data.data(), 12);
+  EXPECT_THAT(got, ElementsAre(11, 22, 33));
+
+  TensorSpec g1 = s, g2 = s;
+  g1.kind = g2.kind = CollectiveKind::kAllgather;
+  g1.shape = {1};
+  g2.shape = {2};
+  std::vector<LocalInput> gin = {{4, &g1, reinterpret_cast<uint8_t*>(a.data()), 4},
+                                 {5, &g2, reinterpret_cast<uint8_t*>(b.data()), 8}};
+  ASSERT_THAT(CheckLocalAgreement(gin), IsOk());
+  NodeTensor gathered = CombineLocal(gin, 1);
+  EXPECT_THAT(gathered.first_dims, ElementsAre(1, 2));
+  EXPECT_THAT(gathered.spec.shape, ElementsAre(3));
+  std::memcpy(got.data(), gathered.data.data(), 12);
+  EXPECT_THAT(got, ElementsAre(1, 10, 20));
+
+  TensorSpec bs = s;
+  bs.kind = CollectiveKind::kBroadcast;
+  bs.root_rank = 5;
+  std::vector<LocalInput> bin = {{4, &bs, reinterpret_cast<uint8_t*>(a.data()), 12},
+                                 {5, &bs, reinterpret_cast<uint8_t*>(b.data()), 12}};
+  NodeTensor root = CombineLocal(bin, 1);
+  std::memcpy(got.data(), root.data.data(), 12);
+  EXPECT_THAT(got, ElementsAre(10, 20, 30));
+  bs.root_rank = 0;  // on another node: zeros of the right size
+  NodeTensor other = CombineLocal(bin, 1);
+  EXPECT_EQ(other.data, std::vector<uint8_t>(12, 0));
+}
+
+TEST(LocalReduceTest, DisagreementNamesFieldAndRanks) {
+  TensorSpec s, t;
+  s.name = t.name = "t";
+  s.shape = t.shape = {2};
+  t.reduce_op = collectives::ReduceOp::kAverage;
+  std::vector<LocalInput> in = {{0, &s, nullptr, 8}, {1, &t, nullptr, 8}};
+  EXPECT_THAT(CheckLocalAgreement(in),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("tensor 't': local ranks disagree on op: rank 0 has")));
+  t.reduce_op = s.reduce_op;
+  t.step = 3;
+  EXPECT_THAT(CheckLocalAgreement(in),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("on step")));
+}
+
+TEST(LocalReduceTest, BufferPoolReusesLargeBuffersOfAboutTheRightSize) {
+  BufferPool pool;
+  std::vector<uint8_t> big(1 << 20, 1);
+  const uint8_t* where = big.data();
+  pool.Give(std::move(big));
+  pool.Give(std::vector<uint8_t>(100));  // too small to keep
+  EXPECT_EQ(pool.pooled_bytes(), size_t{1} << 20);
+  EXPECT_TRUE(pool.Take(4 << 20).empty());  // none large enough
+  EXPECT_EQ(pool.Take(16).capacity(), 0u);  // far too large for 16 bytes
+  std::vector<uint8_t> got = pool.Take(1 << 20);
+  EXPECT_EQ(got.data(), where);
+  EXPECT_EQ(pool.pooled_bytes(), 0u);
+  // CombineLocal writes into the storage it is given.
+  TensorSpec s;
+  s.name = "t";
+  s.shape = {4};
+  std::vector<float> a = {1, 2, 3, 4};
+  std::vector<LocalInput> in = {{0, &s, reinterpret_cast<uint8_t*>(a.data()), 16}};
+  NodeTensor t = CombineLocal(in, 0, std::move(got));
+  EXPECT_EQ(t.data.data(), where);
+  EXPECT_EQ(t.data.size(), 16u);
+}
+
+}  // namespace
+}  // namespace gravac::daemon

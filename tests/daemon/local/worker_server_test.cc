@@ -1,0 +1,396 @@
+#include "daemon/local/worker_server.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/ipc/framing.h"
+#include "core/ipc/shm_abi.h"
+#include "core/ipc/unix_socket.h"
+#include "core/logging.h"
+#include "core/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gravac/gravac.h"
+#include "gravac/v1/worker.pb.h"
+#include "gtest/gtest.h"
+#include "tests/daemon/local/fake_engine.h"
+#include "tests/daemon/local/test_workers.h"
+
+namespace gravac::daemon {
+namespace {
+
+using ::gravac::daemon::testing::FakeEngine;
+using ::gravac::daemon::testing::MakeConfig;
+using ::gravac::daemon::testing::ReadFile;
+using ::gravac::daemon::testing::RunWorkers;
+using ::gravac::daemon::testing::TempDir;
+using ::gravac::testing::IsOk;
+using ::gravac::testing::StatusIs;
+using ::testing::AllOf;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+std::unique_ptr<WorkerServer> StartServer(const TempDir& dir, int local_size,
+                                          absl::Duration stall = absl::Seconds(60),
+                                          Logger* log = nullptr) {
+  WorkerServerOptions o;
+  o.socket_path = dir.socket();
+  o.local_size = local_size;
+  o.stall_warning = stall;
+  o.log = log;
+  auto server = WorkerServer::Start(o);
+  EXPECT_THAT(server, IsOk());
+  return server.ok() ? std::move(*server) : nullptr;
+}
+
+// A raw worker speaking the protocol by hand (to send hellos the client library refuses, and to
+// die without saying goodbye).
+struct RawWorker {
+  ipc::UniqueFd sock;
+  ipc::FrameReader reader;
+
+  absl::Status Connect(const std::string& path) {
+    auto s = ipc::ConnectUnix(path, absl::Seconds(5));
+    if (!s.ok()) return s.status();
+    sock = std::move(*s);
+    return absl::OkStatus();
+  }
+  absl::Status Hello(int rank, int size, int local_rank, int local_size) {
+    v1::WorkerMessage m;
+    m.mutable_hello()->set_rank(rank);
+    m.mutable_hello()->set_size(size);
+    m.mutable_hello()->set_local_rank(local_rank);
+    m.mutable_hello()->set_local_size(local_size);
+    m.mutable_hello()->set_pid(::getpid());
+    m.mutable_hello()->set_abi_version(ipc::kShmAbiVersion);
+    return ipc::SendFrame(sock.get(), m.SerializeAsString());
+  }
+  absl::StatusOr<v1::DaemonMessage> Read() {
+    while (true) {
+      auto f = reader.Next();
+      if (!f.ok()) return f.status();
+      if (f->has_value()) {
+        v1::DaemonMessage m;
+        m.ParseFromString((*f)->payload);
+        return m;
+      }
+      auto more = reader.ReadSome(sock.get());
+      if (!more.ok()) return more.status();
+      if (!*more) return absl::UnavailableError("closed");
+    }
+  }
+};
+
+TEST(WorkerServerTest, SocketHasMode0600AndIsRemovedOnStop) {
+  TempDir dir;
+  auto server = StartServer(dir, 1);
+  ASSERT_NE(server, nullptr);
+  struct stat st;
+  ASSERT_EQ(::stat(dir.socket().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  server->Stop();
+  EXPECT_NE(::stat(dir.socket().c_str(), &st), 0);
+}
+
+TEST(WorkerServerTest, SecondDaemonOnSamePathIsRefusedAndStaleSocketReplaced) {
+  TempDir dir;
+  auto first = StartServer(dir, 1);
+  ASSERT_NE(first, nullptr);
+  WorkerServerOptions o;
+  o.socket_path = dir.socket();
+  EXPECT_THAT(WorkerServer::Start(o),
+              StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr(dir.socket())));
+  // Stale: a listener that went away without unlinking (closed fd, file left behind).
+  first.reset();
+  {
+    ipc::ListenOptions lo;
+    lo.path = dir.socket();
+    auto fd = ipc::ListenUnix(lo);
+    ASSERT_THAT(fd, IsOk());
+  }  // closed; the file stays
+  struct stat st;
+  ASSERT_EQ(::stat(dir.socket().c_str(), &st), 0);
+  auto second = WorkerServer::Start(o);
+  ASSERT_THAT(second, IsOk());
+  RunWorkers(dir.socket(), 1, 0, 1,
+             [](int, gravac_context* ctx) { EXPECT_EQ(gravac_rank(ctx), 0); });
+}
+
+TEST(WorkerServerTest, WaitForWorkersReturnsTheNodesRanks) {
+  TempDir dir;
+  auto server = StartServer(dir, 2);
+  ASSERT_NE(server, nullptr);
+  std::thread workers([&] {
+    RunWorkers(dir.socket(), 2, /*first_rank=*/2, /*size=*/6, [](int, gravac_context*) {});
+  });
+  auto group = server->WaitForWorkers(absl::Seconds(10));
+  ASSERT_THAT(group, IsOk());
+  EXPECT_EQ(group->first_rank, 2);
+  EXPECT_EQ(group->local_size, 2);
+  EXPECT_EQ(group->world_size, 6);
+  workers.join();
+  EXPECT_THAT(server->WaitForShutdown(absl::Seconds(10)), IsOk());
+}
+
+TEST(WorkerServerTest, WaitForWorkersTimesOutNamingMissingLocalRanks) {
+  TempDir dir;
+  auto server = StartServer(dir, 3);
+  ASSERT_NE(server, nullptr);
+  RawWorker w;
+  ASSERT_THAT(w.Connect(dir.socket()), IsOk());
+  ASSERT_THAT(w.Hello(1, 3, 1, 3), IsOk());
+  auto welcome = w.Read();
+  ASSERT_THAT(welcome, IsOk());
+  EXPECT_TRUE(welcome->has_welcome());
+  EXPECT_THAT(server->WaitForWorkers(absl::Milliseconds(300)),
+              StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("[0, 2]")));
+}
+
+struct BadHello {
+  const char* what;
+  int rank, size, local_rank, local_size;
+  const char* message;
+};
+
+TEST(WorkerServerTest, InconsistentHellosAreRefused) {
+  TempDir dir;
+  auto server = StartServer(dir, 2);
+  ASSERT_NE(server, nullptr);
+  RawWorker good;
+  ASSERT_THAT(good.Connect(dir.socket()), IsOk());
+  ASSERT_THAT(good.Hello(4, 8, 0, 2), IsOk());  // node holds ranks 4, 5 of 8
+  ASSERT_THAT(good.Read(), IsOk());
+  const BadHello cases[] = {
+      {"local size", 5, 8, 1, 3, "GRAVAC_LOCAL_SIZE=3 but this daemon expects 2"},
+      {"duplicate local rank", 4, 8, 0, 2, "local rank 0 is already taken"},
+      {"first rank", 7, 8, 1, 2, "implies first rank 6"},
+      {"world size", 5, 10, 1, 2, "world size 10 but rank 4 said 8"},
+      {"rank range", 9, 8, 1, 2, "outside world size 8"},
+  };
+  for (const BadHello& c : cases) {
+    SCOPED_TRACE(c.what);
+    RawWorker w;
+    ASSERT_THAT(w.Connect(dir.socket()), IsOk());
+    ASSERT_THAT(w.Hello(c.rank, c.size, c.local_rank, c.local_size), IsOk());
+    auto reply = w.Read();
+    ASSERT_THAT(reply, IsOk());
+    ASSERT_TRUE(reply->has_error());
+    EXPECT_THAT(reply->error().message(), HasSubstr(c.message));
+    EXPECT_THAT(w.Read(), StatusIs(absl::StatusCode::kUnavailable));  // then closed
+  }
+  // The refused workers did not break the node: the right rank 5 still joins.
+  RawWorker five;
+  ASSERT_THAT(five.Connect(dir.socket()), IsOk());
+  ASSERT_THAT(five.Hello(5, 8, 1, 2), IsOk());
+  auto w5 = five.Read();
+  ASSERT_THAT(w5, IsOk());
+  EXPECT_TRUE(w5->has_welcome());
+  auto group = server->WaitForWorkers(absl::Seconds(5));
+  ASSERT_THAT(group, IsOk());
+  EXPECT_EQ(group->first_rank, 4);
+}
+
+TEST(WorkerServerTest, ClientSeesTheDaemonsRefusal) {
+  TempDir dir;
+  auto server = StartServer(dir, 2);
+  ASSERT_NE(server, nullptr);
+  gravac_config c = MakeConfig(dir.socket(), 0, 2, 0, 1);  // local_size 1 != 2
+  gravac_context* ctx = nullptr;
+  char error[512];
+  EXPECT_EQ(gravac_init_with_config(&c, &ctx, error, sizeof(error)), GRAVAC_ERR_INVALID);
+  EXPECT_EQ(ctx, nullptr);
+  EXPECT_THAT(std::string(error), HasSubstr("GRAVAC_LOCAL_SIZE=1 but this daemon expects 2"));
+}
+
+TEST(WorkerServerTest, ReducesLocalWorkersIntoOneNodeTensor) {
+  TempDir dir;
+  auto server = StartServer(dir, 3);
+  ASSERT_NE(server, nullptr);
+  FakeEngine engine(3);
+  server->Serve(engine.Sink(), engine.OnFailure());
+  RunWorkers(dir.socket(), 3, 0, 3, [](int lr, gravac_context* ctx) {
+    std::vector<float> in(1000), out(1000, -1);
+    for (int i = 0; i < 1000; ++i) in[i] = static_cast<float>(i * (lr + 1));
+    const int64_t shape[] = {10, 100};
+    gravac_tensor_options opts{5, 10 + lr, 0};
+    gravac_request* req = nullptr;
+    ASSERT_EQ(gravac_allreduce_async(ctx, "grad", in.data(), out.data(), shape, 2, GRAVAC_FLOAT32,
+                                     GRAVAC_SUM, &opts, &req),
+              GRAVAC_OK);
+    ASSERT_EQ(gravac_wait(req), GRAVAC_OK) << gravac_request_error(req);
+    for (int i = 0; i < 1000; ++i) ASSERT_EQ(out[i], static_cast<float>(i * 6)) << i;
+    gravac_result_info info;
+    ASSERT_EQ(gravac_result_info_get(req, &info), GRAVAC_OK);
+    EXPECT_EQ(info.decision_epoch, 7);
+    EXPECT_STREQ(info.collective, "dense_allreduce");
+    gravac_request_free(req);
+  });
+  ASSERT_EQ(engine.specs().size(), 1u);
+  const TensorSpec spec = engine.specs()[0];
+  EXPECT_EQ(spec.name, "grad");
+  EXPECT_EQ(spec.step, 5);
+  EXPECT_EQ(spec.samples, 33);  // summed over the local workers
+  EXPECT_THAT(spec.shape, ElementsAre(10, 100));
+  EXPECT_THAT(server->WaitForShutdown(absl::Seconds(5)), IsOk());
+}
+
+TEST(WorkerServerTest, LocalMismatchFailsEveryLocalWorkerNamingRanksAndField) {
+  TempDir dir;
+  auto server = StartServer(dir, 2);
+  ASSERT_NE(server, nullptr);
+  FakeEngine engine(2);
+  server->Serve(engine.Sink(), engine.OnFailure());
+  RunWorkers(dir.socket(), 2, 0, 2, [](int lr, gravac_context* ctx) {
+    std::vector<float> buf(6, 1.0f);
+    const int64_t shape[] = {lr == 0 ? 4 : 6};
+    gravac_request* req = nullptr;
+    ASSERT_EQ(gravac_allreduce_async(ctx, "w", buf.data(), buf.data(), shape, 1, GRAVAC_FLOAT32,
+                                     GRAVAC_SUM, nullptr, &req),
+              GRAVAC_OK);
+    EXPECT_EQ(gravac_wait(req), GRAVAC_ERR_MISMATCH);
+    EXPECT_THAT(std::string(gravac_request_error(req)),
+                AllOf(HasSubstr("tensor 'w'"), HasSubstr("shape"), HasSubstr("rank 0 has [4]"),
+                      HasSubstr("rank 1 has [6]")));
+    gravac_request_free(req);
+    // dtype differs next.
+    gravac_request* r2 = nullptr;
+    const int64_t s2[] = {2};
+    ASSERT_EQ(
+        gravac_allreduce_async(ctx, "d", buf.data(), buf.data(), s2, 1,
+                               lr == 0 ? GRAVAC_FLOAT32 : GRAVAC_INT32, GRAVAC_SUM, nullptr, &r2),
+        GRAVAC_OK);
+    EXPECT_EQ(gravac_wait(r2), GRAVAC_ERR_MISMATCH);
+    EXPECT_THAT(std::string(gravac_request_error(r2)), HasSubstr("dtype"));
+    gravac_request_free(r2);
+  });
+  EXPECT_TRUE(engine.names().empty());
+}
+
+TEST(WorkerServerTest, StallWarningNamesMissingRanks) {
+  TempDir dir;
+  const std::string log_path = dir.file("log");
+  std::FILE* sink = std::fopen(log_path.c_str(), "w");
+  ASSERT_NE(sink, nullptr);
+  Logger log("gravacd[test]", LogLevel::kInfo, sink);
+  auto server = StartServer(dir, 2, absl::Milliseconds(200), &log);
+  ASSERT_NE(server, nullptr);
+  FakeEngine engine(4);
+  server->Serve(engine.Sink(), engine.OnFailure());
+  std::atomic<bool> warned{false};
+  RunWorkers(dir.socket(), 2, /*first_rank=*/2, /*size=*/4, [&](int lr, gravac_context* ctx) {
+    float v = 1.0f;
+    if (lr == 1) {
+      // Rank 3 posts late: wait (bounded) until the warning is written.
+      for (int i = 0; i < 100 && !warned; ++i) {
+        std::fflush(sink);
+        if (ReadFile(log_path).find("stall") != std::string::npos) warned = true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
+    gravac_request* req = nullptr;
+    ASSERT_EQ(gravac_allreduce_async(ctx, "late", &v, &v, nullptr, 0, GRAVAC_FLOAT32, GRAVAC_SUM,
+                                     nullptr, &req),
+              GRAVAC_OK);
+    EXPECT_EQ(gravac_wait(req), GRAVAC_OK);
+    EXPECT_EQ(v, 2.0f);
+    gravac_request_free(req);
+  });
+  std::fflush(sink);
+  const std::string text = ReadFile(log_path);
+  EXPECT_TRUE(warned);
+  EXPECT_THAT(text, AllOf(HasSubstr("stall: tensor 'late' posted by ranks [2]"),
+                          HasSubstr("missing from ranks [3]")));
+  server->Stop();
+  std::fclose(sink);
+}
+
+TEST(WorkerServerTest, DeadWorkerFailsTheOthersAndReportsItsRank) {
+  TempDir dir;
+  auto server = StartServer(dir, 2);
+  ASSERT_NE(server, nullptr);
+  FakeEngine engine(2);
+  server->Serve(engine.Sink(), engine.OnFailure());
+  auto raw = std::make_unique<RawWorker>();
+  ASSERT_THAT(raw->Connect(dir.socket()), IsOk());
+  ASSERT_THAT(raw->Hello(1, 2, 1, 2), IsOk());
+  ASSERT_THAT(raw->Read(), IsOk());
+  gravac_config c = MakeConfig(dir.socket(), 0, 2, 0, 2);
+  gravac_context* ctx = nullptr;
+  ASSERT_EQ(gravac_init_with_config(&c, &ctx, nullptr, 0), GRAVAC_OK);
+  float v = 1.0f;
+  gravac_request* req = nullptr;
+  ASSERT_EQ(gravac_allreduce_async(ctx, "t", &v, &v, nullptr, 0, GRAVAC_FLOAT32, GRAVAC_SUM,
+                                   nullptr, &req),
+            GRAVAC_OK);
+  raw.reset();  // rank 1 dies: socket closed without Shutdown
+  EXPECT_EQ(gravac_wait(req), GRAVAC_ERR_UNAVAILABLE);
+  EXPECT_THAT(std::string(gravac_request_error(req)), HasSubstr("worker rank 1 (local rank 1"));
+  gravac_request_free(req);
+  // Later requests fail at once with the same message.
+  ASSERT_EQ(gravac_allreduce_async(ctx, "u", &v, &v, nullptr, 0, GRAVAC_FLOAT32, GRAVAC_SUM,
+                                   nullptr, &req),
+            GRAVAC_OK);
+  EXPECT_EQ(gravac_wait(req), GRAVAC_ERR_UNAVAILABLE);
+  EXPECT_THAT(std::string(gravac_request_error(req)), HasSubstr("worker rank 1"));
+  gravac_request_free(req);
+  EXPECT_EQ(gravac_shutdown(ctx), GRAVAC_OK);
+  ASSERT_EQ(engine.failures().size(), 1u);
+  EXPECT_THAT(engine.failures()[0],
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("worker rank 1")));
+  EXPECT_THAT(server->WaitForShutdown(absl::Seconds(5)), StatusIs(absl::StatusCode::kUnavailable));
+}
+
+TEST(WorkerServerTest, RequestsBeforeServeAreDeliveredOnServe) {
+  TempDir dir;
+  auto server = StartServer(dir, 1);
+  ASSERT_NE(server, nullptr);
+  FakeEngine engine(1);
+  gravac_config c = MakeConfig(dir.socket(), 0, 1, 0, 1);
+  gravac_context* ctx = nullptr;
+  ASSERT_EQ(gravac_init_with_config(&c, &ctx, nullptr, 0), GRAVAC_OK);
+  double v = 2.5;
+  gravac_request* req = nullptr;
+  ASSERT_EQ(gravac_allreduce_async(ctx, "early", &v, &v, nullptr, 0, GRAVAC_FLOAT64, GRAVAC_SUM,
+                                   nullptr, &req),
+            GRAVAC_OK);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  int done = 1;
+  ASSERT_EQ(gravac_poll(req, &done), GRAVAC_OK);
+  EXPECT_EQ(done, 0);
+  EXPECT_TRUE(engine.names().empty());
+  server->Serve(engine.Sink(), engine.OnFailure());
+  EXPECT_EQ(gravac_wait(req), GRAVAC_OK);
+  EXPECT_EQ(v, 2.5);
+  EXPECT_THAT(engine.names(), ElementsAre("early"));
+  gravac_request_free(req);
+  EXPECT_EQ(gravac_shutdown(ctx), GRAVAC_OK);
+}
+
+TEST(WorkerServerTest, StopFailsPendingRequests) {
+  TempDir dir;
+  auto server = StartServer(dir, 2);
+  ASSERT_NE(server, nullptr);
+  FakeEngine engine(2);
+  server->Serve(engine.Sink(), engine.OnFailure());
+  gravac_config c = MakeConfig(dir.socket(), 0, 2, 0, 2);
+  gravac_context* ctx = nullptr;
+  ASSERT_EQ(gravac_init_with_config(&c, &ctx, nullptr, 0), GRAVAC_OK);
+  float v = 1;
+  gravac_request* req = nullptr;
+  ASSERT_EQ(gravac_allreduce_async(ctx, "x", &v, &v, nullptr, 0, GRAVAC_FLOAT32, GRAVAC_SUM,
+                                   nullptr, &req),
+            GRAVAC_OK);
+  server->Stop();
+  const gravac_status s = gravac_wait(req);
+  EXPECT_TRUE(s == GRAVAC_ERR_SHUTDOWN || s == GRAVAC_ERR_UNAVAILABLE) << gravac_status_string(s);
+  gravac_request_free(req);
+  gravac_shutdown(ctx);  // the daemon is gone: an error, but ctx is freed
+}
+
+}  // namespace
+}  // namespace gravac::daemon
