@@ -1,0 +1,279 @@
+#include "daemon/gravacd.h"
+
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "core/absl_compat.h"
+#include "core/status.h"
+#include "daemon/collectives/communicator.h"
+#include "daemon/control/controller_client.h"
+#include "daemon/engine/engine.h"
+#include "daemon/local/worker_server.h"
+#include "daemon/transport/transport_registry.h"
+
+namespace gravac::daemon {
+namespace {
+
+constexpr absl::Duration kSlice = absl::Milliseconds(200);
+constexpr absl::Duration kStopTimeout = absl::Seconds(2);  // shutdown steps after a signal
+
+constexpr SettingSpec kSettings[] = {
+    {"controller", "GRAVAC_CONTROLLER", "", "host:port of gravac-controller (required)"},
+    {"socket", "GRAVAC_DAEMON_SOCKET", "", "Unix socket path for the local workers (required)"},
+    {"socket_group", "GRAVAC_SOCKET_GROUP", "", "group allowed on the socket (mode 0660)"},
+    {"local_size", "GRAVAC_LOCAL_SIZE", "1", "workers on this node", SettingType::kInt},
+    {"node_name", "GRAVAC_NODE_NAME", "", "this node's name (default: the host name)"},
+    {"node_rank", "GRAVAC_NODE_RANK", "-1",
+     "this node's rank; -1 = first_rank / local_size (equal nodes)", SettingType::kInt},
+    {"nodes", "GRAVAC_NODES", "0", "nodes in the job; 0 = world_size / local_size",
+     SettingType::kInt},
+    {"transport", "GRAVAC_TRANSPORT", "ucx", "data-plane transport backend"},
+    {"ucx_tls", "GRAVAC_UCX_TLS", "", "UCX_TLS for the data plane (e.g. tcp)"},
+    {"ucx_net_devices", "GRAVAC_UCX_NET_DEVICES", "", "UCX_NET_DEVICES (e.g. eth0)"},
+    {"fusion_threshold_bytes", "GRAVAC_FUSION_THRESHOLD", "67108864", "tensor fusion buffer size",
+     SettingType::kInt},
+    {"cycle_time_ms", "GRAVAC_CYCLE_TIME_MS", "1", "negotiation cycle time", SettingType::kDouble},
+    {"stall_warning_s", "GRAVAC_STALL_WARNING_S", "60", "warn about tensors waiting this long",
+     SettingType::kDouble},
+    {"op_timeout_s", "GRAVAC_OP_TIMEOUT_S", "30", "data-plane silence that fails a collective",
+     SettingType::kDouble},
+    {"step_log", "GRAVAC_STEP_LOG", "", "file with one line per executed group"},
+    {"worker_timeout_s", "GRAVAC_WORKER_TIMEOUT_S", "120", "limit for the local workers' hellos",
+     SettingType::kDouble},
+    {"join_timeout_s", "GRAVAC_JOIN_TIMEOUT_S", "120", "limit for all daemons to join",
+     SettingType::kDouble},
+    {"shutdown_timeout_s", "GRAVAC_SHUTDOWN_TIMEOUT_S", "60",
+     "limit for the nodes to agree the end of the job", SettingType::kDouble},
+    {"log_level", "GRAVAC_LOG_LEVEL", "info", "debug | info | warning | error"},
+};
+
+absl::StatusOr<absl::Duration> PositiveSeconds(const Settings& s, std::string_view name) {
+  ASSIGN_OR_RETURN(double v, s.GetDouble(name));
+  if (!(v > 0) || v > 1e9) {
+    return absl::InvalidArgumentError(absl::StrFormat("--%s must be > 0, got %g", name, v));
+  }
+  return absl::Seconds(v);
+}
+
+absl::Status Context(const absl::Status& s, std::string_view what) {
+  return absl::Status(s.code(), StrCat(what, ": ", s.message()));
+}
+
+}  // namespace
+
+absl::Span<const SettingSpec> GravacdSettings() { return kSettings; }
+
+absl::StatusOr<GravacdOptions> GravacdOptionsFromSettings(const Settings& s) {
+  GravacdOptions o;
+  ASSIGN_OR_RETURN(o.controller, s.GetString("controller"));
+  if (o.controller.empty()) {
+    return absl::InvalidArgumentError("--controller (GRAVAC_CONTROLLER) is required");
+  }
+  ASSIGN_OR_RETURN(o.socket_path, s.GetString("socket"));
+  if (o.socket_path.empty()) {
+    return absl::InvalidArgumentError("--socket (GRAVAC_DAEMON_SOCKET) is required");
+  }
+  ASSIGN_OR_RETURN(o.socket_group, s.GetString("socket_group"));
+  ASSIGN_OR_RETURN(int64_t local_size, s.GetInt("local_size"));
+  if (local_size < 1 || local_size > 65536) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--local_size must be 1..65536, got %d", local_size));
+  }
+  o.local_size = static_cast<int>(local_size);
+  ASSIGN_OR_RETURN(o.node_name, s.GetString("node_name"));
+  ASSIGN_OR_RETURN(int64_t node_rank, s.GetInt("node_rank"));
+  ASSIGN_OR_RETURN(int64_t nodes, s.GetInt("nodes"));
+  if (node_rank < -1 || node_rank >= 16384 || nodes < 0 || nodes > 16384) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--node_rank (%d) must be -1..16383 and --nodes (%d) 0..16384", node_rank, nodes));
+  }
+  o.node_rank = static_cast<int>(node_rank);
+  o.nodes = static_cast<int>(nodes);
+  ASSIGN_OR_RETURN(o.transport, s.GetString("transport"));
+  ASSIGN_OR_RETURN(o.ucx_tls, s.GetString("ucx_tls"));
+  ASSIGN_OR_RETURN(o.ucx_net_devices, s.GetString("ucx_net_devices"));
+  ASSIGN_OR_RETURN(int64_t fusion, s.GetInt("fusion_threshold_bytes"));
+  if (fusion < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--fusion_threshold_bytes must be >= 0, got %d", fusion));
+  }
+  o.fusion_threshold_bytes = static_cast<size_t>(fusion);
+  ASSIGN_OR_RETURN(double cycle_ms, s.GetDouble("cycle_time_ms"));
+  if (!(cycle_ms >= 0) || cycle_ms > 60000) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--cycle_time_ms must be 0..60000, got %g", cycle_ms));
+  }
+  o.cycle_time = absl::Microseconds(static_cast<int64_t>(cycle_ms * 1000));
+  ASSIGN_OR_RETURN(o.stall_warning, PositiveSeconds(s, "stall_warning_s"));
+  ASSIGN_OR_RETURN(o.op_timeout, PositiveSeconds(s, "op_timeout_s"));
+  ASSIGN_OR_RETURN(o.step_log, s.GetString("step_log"));
+  ASSIGN_OR_RETURN(o.worker_timeout, PositiveSeconds(s, "worker_timeout_s"));
+  ASSIGN_OR_RETURN(o.join_timeout, PositiveSeconds(s, "join_timeout_s"));
+  ASSIGN_OR_RETURN(o.shutdown_timeout, PositiveSeconds(s, "shutdown_timeout_s"));
+  return o;
+}
+
+absl::StatusOr<std::pair<int, int>> NodePlacement(int first_rank, int local_size, int world_size,
+                                                  int node_rank_flag, int nodes_flag) {
+  if (node_rank_flag >= 0 || nodes_flag > 0) {
+    if (node_rank_flag < 0 || nodes_flag <= node_rank_flag) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--node_rank (%d) and --nodes (%d) must be given together, 0 <= node_rank < nodes",
+          node_rank_flag, nodes_flag));
+    }
+    return std::make_pair(node_rank_flag, nodes_flag);
+  }
+  if (local_size < 1 || first_rank % local_size != 0 || world_size % local_size != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "cannot derive this node's rank: its workers are ranks [%d, %d) of %d, not a whole "
+        "share of equal nodes; pass --node_rank and --nodes",
+        first_rank, first_rank + local_size, world_size));
+  }
+  return std::make_pair(first_rank / local_size, world_size / local_size);
+}
+
+bool Gravacd::stop_requested() const {
+  absl::MutexLock lock(&mu_);
+  return stop_;
+}
+
+void Gravacd::RequestStop() {
+  absl::MutexLock lock(&mu_);
+  stop_ = true;
+  if (joining_ != nullptr) joining_->Shutdown();  // cancels the Join in progress
+}
+
+absl::Status Gravacd::WaitInSlices(absl::Duration limit,
+                                   const std::function<absl::Status(absl::Duration)>& wait) {
+  const absl::Time deadline = absl::Now() + limit;
+  while (true) {
+    if (stop_requested()) return absl::CancelledError("stop requested");
+    const absl::Duration left = deadline - absl::Now();
+    absl::Status s = wait(std::clamp(left, absl::ZeroDuration(), kSlice));
+    if (!absl::IsDeadlineExceeded(s) || left <= kSlice) return s;
+  }
+}
+
+absl::Status Gravacd::Run() {
+  // Declared so that the server (whose thread calls into the engine) goes first, then the engine
+  // (which reads the client and owns the communicator over the transport), client, transport.
+  std::unique_ptr<transport::Transport> transport;
+  std::unique_ptr<ControllerClient> client;
+  std::unique_ptr<Engine> engine;
+  absl::StatusOr<std::unique_ptr<WorkerServer>> started =
+      WorkerServer::Start({.socket_path = options_.socket_path,
+                           .socket_group = options_.socket_group,
+                           .local_size = options_.local_size,
+                           .stall_warning = options_.stall_warning,
+                           .log = log_});
+  if (!started.ok()) {
+    return Context(started.status(), StrCat("opening the worker socket ", options_.socket_path));
+  }
+  std::unique_ptr<WorkerServer> server = *std::move(started);
+  GRAVAC_LOG(*log_, kInfo, "waiting for %d local workers on %s", options_.local_size,
+             options_.socket_path);
+
+  absl::StatusOr<LocalGroup> group;
+  absl::Status waited_workers = WaitInSlices(options_.worker_timeout, [&](absl::Duration d) {
+    group = server->WaitForWorkers(d);
+    return group.status();
+  });
+  if (stop_requested()) return absl::OkStatus();
+  if (!waited_workers.ok()) return Context(waited_workers, "waiting for the local workers");
+  const LocalGroup local = *group;
+
+  ASSIGN_OR_RETURN(auto placement,
+                   NodePlacement(local.first_rank, local.local_size, local.world_size,
+                                 options_.node_rank, options_.nodes));
+  const auto [node_rank, nodes] = placement;
+  transport::TransportOptions topts;
+  topts.rank = node_rank;
+  topts.world_size = nodes;
+  topts.op_timeout = options_.op_timeout;
+  if (!options_.ucx_tls.empty()) topts.params.emplace_back("UCX_TLS", options_.ucx_tls);
+  if (!options_.ucx_net_devices.empty()) {
+    topts.params.emplace_back("UCX_NET_DEVICES", options_.ucx_net_devices);
+  }
+  absl::StatusOr<std::unique_ptr<transport::Transport>> made =
+      transport::MakeTransport(options_.transport, topts);
+  if (!made.ok()) {
+    return Context(made.status(), StrCat("making the '", options_.transport, "' transport"));
+  }
+  transport = *std::move(made);
+
+  ControllerClientOptions copts{
+      .address = options_.controller, .join_timeout = options_.join_timeout, .log = log_};
+  absl::StatusOr<std::unique_ptr<ControllerClient>> created =
+      ControllerClient::Create(std::move(copts));
+  if (!created.ok()) return Context(created.status(), "creating the controller client");
+  client = *std::move(created);
+  {
+    absl::MutexLock lock(&mu_);
+    if (stop_) return absl::OkStatus();
+    joining_ = client.get();
+  }
+  absl::StatusOr<JoinResult> joined =
+      client->Join({.node_name = options_.node_name,
+                    .first_rank = local.first_rank,
+                    .local_count = local.local_size,
+                    .world_size = local.world_size,
+                    .transport_address = transport->LocalAddress()});
+  {
+    absl::MutexLock lock(&mu_);
+    joining_ = nullptr;
+  }
+  if (stop_requested()) return absl::OkStatus();
+  if (!joined.ok()) {
+    return Context(joined.status(), StrCat("joining the controller at ", options_.controller));
+  }
+  if (joined->node_rank != node_rank || static_cast<int>(joined->layout.size()) != nodes ||
+      joined->transport_addresses.size() != joined->layout.size()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "the controller made this node rank %d of %d nodes (%d addresses), but its transport was "
+        "made as rank %d of %d; pass --node_rank and --nodes",
+        joined->node_rank, joined->layout.size(), joined->transport_addresses.size(), node_rank,
+        nodes));
+  }
+  GRAVAC_LOG(*log_, kInfo, "node %d of %d: ranks [%d, %d) of %d; %s transport; controller %s",
+             node_rank, nodes, local.first_rank, local.first_rank + local.local_size,
+             local.world_size, options_.transport, options_.controller);
+
+  absl::StatusOr<std::unique_ptr<collectives::Communicator>> comm =
+      collectives::Communicator::Connect(*transport, joined->transport_addresses,
+                                         {.op_timeout = options_.op_timeout});
+  if (!comm.ok()) return Context(comm.status(), "connecting to the other daemons");
+  client->Start();
+  absl::StatusOr<std::unique_ptr<Engine>> engine_or =
+      Engine::Start({.node_rank = node_rank,
+                     .layout = joined->layout,
+                     .job = joined->job,
+                     .fusion_threshold_bytes = options_.fusion_threshold_bytes,
+                     .cycle_time = options_.cycle_time,
+                     .stall_warning = options_.stall_warning,
+                     .step_log_path = options_.step_log,
+                     .log = log_},
+                    *std::move(comm), client.get(), client.get());
+  if (!engine_or.ok()) return Context(engine_or.status(), "starting the engine");
+  engine = *std::move(engine_or);
+  Engine* e = engine.get();
+  server->Serve([e](NodeTensor t, DoneCallback done) { e->Enqueue(std::move(t), std::move(done)); },
+                [e](absl::Status s) { e->FailLocal(std::move(s)); });
+
+  absl::Status waited = WaitInSlices(absl::InfiniteDuration(),
+                                     [&](absl::Duration d) { return server->WaitForShutdown(d); });
+  const bool stopping = stop_requested();
+  if (!stopping && !waited.ok()) {
+    GRAVAC_LOG(*log_, kWarning, "waiting for the workers to shut down: %s", waited.ToString());
+  }
+  GRAVAC_LOG(*log_, kInfo, "%s; shutting down",
+             stopping ? "stop requested" : "all local workers shut down");
+  absl::Status shutdown = engine->Shutdown(stopping ? kStopTimeout : options_.shutdown_timeout);
+  client->Shutdown();
+  server->Stop();
+  if (!shutdown.ok() && !stopping) return Context(shutdown, "shutting the engine down");
+  return absl::OkStatus();
+}
+
+}  // namespace gravac::daemon

@@ -1,0 +1,16 @@
+# gravacd: the wiring of the node daemon (gravacd.{h,cc}: the object graph and its life cycle)
+# and its thin main.cc. Included by daemon/CMakeLists.txt once local/, engine/ and control/ exist.
+if(NOT (TARGET gravac_local AND TARGET gravac_engine AND TARGET gravac_control))
+  message(STATUS "gravac: gravacd not built (daemon/local, engine or control missing)")
+  return()
+endif()
+
+add_library(gravac_gravacd ${CMAKE_CURRENT_SOURCE_DIR}/gravacd.cc)
+target_link_libraries(gravac_gravacd PUBLIC gravac_local gravac_engine gravac_control
+  gravac_collectives gravac_transport gravac_core absl::synchronization absl::time)
+gravac_target_warnings(gravac_gravacd)
+
+add_executable(gravacd ${CMAKE_CURRENT_SOURCE_DIR}/main.cc)
+target_link_libraries(gravacd PRIVATE gravac_gravacd)
+gravac_target_warnings(gravacd)
+install(TARGETS gravacd RUNTIME DESTINATION bin)

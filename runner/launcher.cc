@@ -1,0 +1,455 @@
+#include "runner/launcher.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "core/absl_compat.h"
+#include "core/status.h"
+#include "netemu/cluster.h"
+#include "runner/child.h"
+#include "runner/output.h"
+
+namespace gravac::runner {
+namespace {
+
+enum class Role { kController, kDaemon, kWorker };
+
+struct Proc {
+  Proc(Role r, int i, std::string n)
+      : role(r),
+        index(i),
+        name(std::move(n)),
+        out(StrCat("[", name, "] ")),
+        err(StrCat("[", name, "] ")) {}
+  Role role;
+  int index;         // node for a daemon, rank for a worker
+  std::string name;  // "rank 3", "gravacd 1", "controller"
+  Child child;
+  LinePrefixer out;
+  LinePrefixer err;
+  bool done = false;
+};
+
+std::string DescribeExit(const Child& c) {
+  if (c.killed_by_signal()) {
+    return absl::StrFormat("was killed by signal %d (%s)", c.term_signal(),
+                           strsignal(c.term_signal()));
+  }
+  return absl::StrFormat("exited with code %d", c.exit_code());
+}
+
+bool IsExecutable(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(path.c_str(), X_OK) == 0;
+}
+
+int ReadPort(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  int port = 0;
+  std::string s = text.str();
+  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(s), &port) || port <= 0 || port > 65535)
+    return 0;
+  return port;
+}
+
+class Job {
+ public:
+  Job(const RunnerOptions& options, const LaunchIo& io) : options_(options), io_(io) {}
+  ~Job() { Teardown(); }
+
+  absl::StatusOr<int> Run() {
+    absl::Status s = Setup();
+    if (s.ok() && !Stopped()) s = StartController();
+    if (s.ok() && !Stopped()) s = StartDaemons();
+    if (s.ok() && !Stopped()) s = StartWorkers();
+    if (s.ok() && !Stopped()) {
+      Pump(absl::InfiniteFuture(), [&] { return Stopped() || AllDone(Role::kWorker); });
+    }
+    if (s.ok() && !Stopped()) {
+      bool exited = Pump(absl::Now() + options_.exit_grace,
+                         [&] { return Stopped() || AllDone(Role::kDaemon); });
+      if (!exited) {
+        Say(absl::StrFormat("the daemons did not exit within %s after the workers; stopping them",
+                            absl::FormatDuration(options_.exit_grace)));
+      }
+    }
+    Teardown();
+    if (!s.ok()) return s;
+    if (failure_code_.has_value()) return *failure_code_;
+    if (signal_ != 0) return 128 + signal_;
+    return 0;
+  }
+
+ private:
+  bool Stopped() const { return failure_code_.has_value() || signal_ != 0; }
+
+  bool AllDone(Role role) const {
+    return std::all_of(procs_.begin(), procs_.end(),
+                       [&](const auto& p) { return p->role != role || p->done; });
+  }
+
+  void Say(std::string_view line) { WriteAll(io_.err_fd, StrCat("gravacrun: ", line, "\n")); }
+
+  absl::Status Setup() {
+    sigset_t set;
+    sigemptyset(&set);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaddset(&set, sig);
+    pthread_sigmask(SIG_BLOCK, &set, &old_mask_);
+    mask_set_ = true;
+    sigfd_ = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (sigfd_ < 0) return absl::InternalError(StrCat("signalfd failed: ", strerror(errno)));
+
+    if (options_.run_dir.empty()) {
+      char tmpl[] = "/tmp/gravacrun-XXXXXX";
+      if (mkdtemp(tmpl) == nullptr) {
+        return absl::InternalError(
+            StrCat("mkdtemp(/tmp/gravacrun-XXXXXX) failed: ", strerror(errno)));
+      }
+      run_dir_ = tmpl;
+      own_run_dir_ = true;
+    } else {
+      run_dir_ = options_.run_dir;
+      std::error_code ec;
+      std::filesystem::create_directories(run_dir_, ec);
+      if (ec) return absl::InternalError(StrCat("--run_dir ", run_dir_, ": ", ec.message()));
+    }
+    if (options_.link.has_value()) {
+      absl::StatusOr<std::unique_ptr<netemu::Cluster>> cluster = netemu::Cluster::Create(
+          options_.nodes, *options_.link, netemu::ClusterOptions{.name_prefix = "gravacrun"});
+      if (!cluster.ok()) {
+        return absl::Status(cluster.status().code(),
+                            StrCat("creating the emulated cluster: ", cluster.status().message()));
+      }
+      cluster_ = std::move(cluster).value();
+      Say(absl::StrFormat("emulated cluster %s: %d nodes, links %.4g bit/s, delay %s",
+                          cluster_->name(), options_.nodes, options_.link->rate_bits_per_s,
+                          absl::FormatDuration(options_.link->delay)));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<Proc*> Start(Role role, int index, std::string name, std::vector<std::string> argv,
+                              std::vector<std::pair<std::string, std::string>> env, int node) {
+    ChildOptions co{.argv = std::move(argv),
+                    .env = std::move(env),
+                    .netns = cluster_ ? cluster_->node_namespace(node) : ""};
+    if (options_.verbose) {
+      Say(StrCat("starting ", name, co.netns.empty() ? "" : " in netns ", co.netns, ": ",
+                 absl::StrJoin(co.argv, " ")));
+    }
+    auto proc = std::make_unique<Proc>(role, index, std::move(name));
+    absl::StatusOr<Child> child = Child::Start(co);
+    if (!child.ok()) {
+      return absl::Status(child.status().code(),
+                          StrCat("starting ", proc->name, ": ", child.status().message()));
+    }
+    proc->child = std::move(child).value();
+    procs_.push_back(std::move(proc));
+    return procs_.back().get();
+  }
+
+  absl::Status StartController() {
+    const std::string host = cluster_ ? cluster_->node_address(0) : "127.0.0.1";
+    const std::string port_file = StrCat(run_dir_, "/controller.port");
+    std::filesystem::remove(port_file);
+    std::vector<std::string> argv = {options_.controller_path, StrCat("--listen=", host, ":0"),
+                                     StrCat("--port_file=", port_file),
+                                     StrCat("--nodes=", options_.nodes)};
+    argv.insert(argv.end(), options_.controller_args.begin(), options_.controller_args.end());
+    ASSIGN_OR_RETURN(Proc * controller, Start(Role::kController, 0, "controller", argv, {}, 0));
+    int port = 0;
+    bool ready = Pump(absl::Now() + options_.start_timeout, [&] {
+      port = ReadPort(port_file);
+      return port > 0 || Stopped() || controller->done;
+    });
+    if (Stopped()) return absl::OkStatus();
+    if (port <= 0 && controller->done) {
+      Say("the controller exited before it listened");
+      failure_code_ = 1;
+      return absl::OkStatus();
+    }
+    if (!ready) {
+      return absl::DeadlineExceededError(
+          absl::StrFormat("gravac-controller did not write its port to %s within %s", port_file,
+                          absl::FormatDuration(options_.start_timeout)));
+    }
+    controller_address_ = StrCat(host, ":", port);
+    std::string ctl = StrCat("gravacctl status --controller ", controller_address_);
+    Say(StrCat("controller listening on ", controller_address_, "; status: ",
+               cluster_ ? StrCat("ip netns exec ", cluster_->node_namespace(0), " ") : "", ctl));
+    return absl::OkStatus();
+  }
+
+  std::vector<std::string> DaemonArgs(int node) const {
+    std::vector<std::string> args;
+    const std::string index = StrCat(node);
+    for (const std::string& a : options_.daemon_args) {
+      std::string arg = absl::StrReplaceAll(a, {{"{node}", index}});
+      if (absl::StartsWith(a, "--step_log=") && a.find("{node}") == std::string::npos &&
+          options_.nodes > 1) {
+        arg = StrCat(arg, ".", node);
+      }
+      args.push_back(std::move(arg));
+    }
+    return args;
+  }
+
+  absl::Status StartDaemons() {
+    layout_ = RankLayout(options_.np, options_.nodes);
+    std::vector<std::string> sockets;
+    std::vector<Proc*> daemons;
+    for (int n = 0; n < options_.nodes; ++n) {
+      sockets.push_back(StrCat(run_dir_, "/gravacd-", n, ".sock"));
+      std::filesystem::remove(sockets.back());
+      std::vector<std::string> argv = {options_.gravacd_path,
+                                       StrCat("--controller=", controller_address_),
+                                       StrCat("--socket=", sockets.back()),
+                                       StrCat("--local_size=", layout_[n].local_size),
+                                       StrCat("--node_name=node", n),
+                                       StrCat("--node_rank=", n),
+                                       StrCat("--nodes=", options_.nodes)};
+      std::vector<std::string> extra = DaemonArgs(n);
+      argv.insert(argv.end(), extra.begin(), extra.end());
+      ASSIGN_OR_RETURN(Proc * d, Start(Role::kDaemon, n, StrCat("gravacd ", n), argv, {}, n));
+      daemons.push_back(d);
+    }
+    Proc* early = nullptr;
+    bool ready = Pump(absl::Now() + options_.start_timeout, [&] {
+      for (Proc* d : daemons) {
+        if (d->done) early = d;
+      }
+      return Stopped() || early != nullptr ||
+             std::all_of(sockets.begin(), sockets.end(),
+                         [](const std::string& s) { return std::filesystem::exists(s); });
+    });
+    if (Stopped()) return absl::OkStatus();
+    if (early != nullptr) {
+      Say(StrCat(early->name, " ", DescribeExit(early->child), " before opening its socket"));
+      failure_code_ = std::max(early->child.exit_code(), 1);
+      return absl::OkStatus();
+    }
+    if (!ready) {
+      return absl::DeadlineExceededError(
+          absl::StrFormat("the daemons did not open their sockets in %s within %s", run_dir_,
+                          absl::FormatDuration(options_.start_timeout)));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status StartWorkers() {
+    for (int n = 0; n < options_.nodes; ++n) {
+      const NodeRanks& node = layout_[n];
+      for (int local = 0; local < node.local_size; ++local) {
+        const int rank = node.first_rank + local;
+        std::vector<std::pair<std::string, std::string>> env = {
+            {"GRAVAC_RANK", StrCat(rank)},
+            {"GRAVAC_SIZE", StrCat(options_.np)},
+            {"GRAVAC_LOCAL_RANK", StrCat(local)},
+            {"GRAVAC_LOCAL_SIZE", StrCat(node.local_size)},
+            {"GRAVAC_NODE_RANK", StrCat(n)},
+            {"GRAVAC_DAEMON_SOCKET", StrCat(run_dir_, "/gravacd-", n, ".sock")},
+            {"GRAVAC_CONTROLLER", controller_address_}};
+        RETURN_IF_ERROR(
+            Start(Role::kWorker, rank, StrCat("rank ", rank), options_.command, env, n).status());
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // Drives output, signals and exits until `until` holds (true) or `deadline` passes (false).
+  bool Pump(absl::Time deadline, const std::function<bool()>& until) {
+    std::vector<char> buf(64 * 1024);
+    while (true) {
+      for (auto& p : procs_) {
+        if (!p->done && p->child.TryReap()) OnExit(*p);
+      }
+      if (until()) return true;
+      const absl::Time now = absl::Now();
+      if (now >= deadline) return false;
+      std::vector<pollfd> fds = {{sigfd_, POLLIN, 0}};
+      std::vector<Proc*> owners = {nullptr};
+      for (auto& p : procs_) {
+        for (int fd : {p->child.stdout_fd(), p->child.stderr_fd()}) {
+          if (fd < 0) continue;
+          fds.push_back({fd, POLLIN, 0});
+          owners.push_back(p.get());
+        }
+      }
+      const int wait_ms = static_cast<int>(
+          std::clamp<int64_t>(absl::ToInt64Milliseconds(deadline - now) + 1, 0, 100));
+      if (poll(fds.data(), fds.size(), wait_ms) < 0) continue;  // EINTR
+      for (size_t i = 0; i < fds.size(); ++i) {
+        if (fds[i].revents == 0) continue;
+        if (owners[i] == nullptr) {
+          HandleSignals();
+          continue;
+        }
+        Proc& p = *owners[i];
+        const bool is_out = fds[i].fd == p.child.stdout_fd();
+        LinePrefixer& prefixer = is_out ? p.out : p.err;
+        const int sink = is_out ? io_.out_fd : io_.err_fd;
+        ssize_t n = read(fds[i].fd, buf.data(), buf.size());
+        std::string text;
+        if (n > 0) {
+          prefixer.Feed(std::string_view(buf.data(), static_cast<size_t>(n)), &text);
+        } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+          prefixer.Finish(&text);
+          p.child.CloseOutput(fds[i].fd);
+        }
+        WriteAll(sink, text);
+      }
+    }
+  }
+
+  void HandleSignals() {
+    signalfd_siginfo info;
+    while (read(sigfd_, &info, sizeof(info)) == sizeof(info)) {
+      const int sig = static_cast<int>(info.ssi_signo);
+      if (sig == SIGCHLD) continue;  // exits are reaped by Pump
+      if (signal_ == 0 && !stopping_) {
+        signal_ = sig;
+        Say(absl::StrFormat("got %s; forwarding it to the job", strsignal(sig)));
+        SignalAll(sig);
+      } else {
+        Say(absl::StrFormat("got %s while stopping; killing the job", strsignal(sig)));
+        if (signal_ == 0) signal_ = sig;
+        for (auto& p : procs_) p->child.KillGroup();
+      }
+    }
+  }
+
+  void OnExit(Proc& p) {
+    p.done = true;
+    if (stopping_ || p.child.exit_code() == 0) return;
+    Say(StrCat(p.name, " ", DescribeExit(p.child),
+               failure_code_.has_value() ? "" : "; stopping the job"));
+    if (!failure_code_.has_value() && signal_ == 0) failure_code_ = p.child.exit_code();
+  }
+
+  // Sends `sig` to every child still running; from now on exits are not failures.
+  void SignalAll(int sig) {
+    stopping_ = true;
+    for (auto& p : procs_) {
+      if (!p->done) p->child.SignalGroup(sig);
+    }
+  }
+
+  void Teardown() {
+    if (torn_down_) return;
+    torn_down_ = true;
+    if (!procs_.empty()) {
+      if (!stopping_) SignalAll(SIGTERM);
+      auto all_done = [&] {
+        return std::all_of(procs_.begin(), procs_.end(), [](const auto& p) { return p->done; });
+      };
+      if (!Pump(absl::Now() + options_.kill_grace, all_done)) {
+        for (auto& p : procs_) {
+          if (!p->done) Say(StrCat(p->name, " did not stop; killing it"));
+        }
+      }
+      for (auto& p : procs_) p->child.KillGroup();
+      // Reap, and copy the last output (bounded: a grandchild outside the group may hold a pipe).
+      Pump(absl::Now() + absl::Seconds(2), [&] {
+        return all_done() && std::all_of(procs_.begin(), procs_.end(), [](const auto& p) {
+                 return p->child.stdout_fd() < 0 && p->child.stderr_fd() < 0;
+               });
+      });
+      procs_.clear();
+    }
+    if (cluster_) {
+      absl::Status s = cluster_->Destroy();
+      if (!s.ok()) Say(StrCat("removing cluster ", cluster_->name(), ": ", s.ToString()));
+      cluster_.reset();
+    }
+    if (own_run_dir_) {
+      std::error_code ec;
+      std::filesystem::remove_all(run_dir_, ec);
+    }
+    if (sigfd_ >= 0) close(sigfd_);
+    sigfd_ = -1;
+    if (mask_set_) pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
+    mask_set_ = false;
+  }
+
+  const RunnerOptions& options_;
+  const LaunchIo io_;
+  sigset_t old_mask_;
+  bool mask_set_ = false;
+  int sigfd_ = -1;
+  std::string run_dir_;
+  bool own_run_dir_ = false;
+  std::unique_ptr<netemu::Cluster> cluster_;
+  std::vector<NodeRanks> layout_;
+  std::vector<std::unique_ptr<Proc>> procs_;
+  std::string controller_address_;
+  std::optional<int> failure_code_;
+  int signal_ = 0;         // the first SIGINT/SIGTERM/SIGHUP received
+  bool stopping_ = false;  // children were signalled: their exits are not failures
+  bool torn_down_ = false;
+};
+
+}  // namespace
+
+absl::StatusOr<int> RunJob(const RunnerOptions& options, const LaunchIo& io) {
+  if (options.gravacd_path.empty() || options.controller_path.empty()) {
+    return absl::InvalidArgumentError("RunJob: gravacd_path and controller_path must be set");
+  }
+  if (options.np < 1 || options.nodes < 1 || options.nodes > options.np ||
+      options.command.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("RunJob: need np >= nodes >= 1 and a command (np %d, nodes %d)", options.np,
+                        options.nodes));
+  }
+  Job job(options, io);
+  return job.Run();
+}
+
+absl::StatusOr<std::string> FindTool(std::string_view given, std::string_view name,
+                                     std::string_view build_subdir, std::string_view self_exe,
+                                     const EnvLookup& env) {
+  if (!given.empty()) {
+    if (IsExecutable(std::string(given))) return std::string(given);
+    return absl::NotFoundError(StrCat(name, ": '", given, "' is not an executable file"));
+  }
+  std::vector<std::string> candidates;
+  if (!self_exe.empty()) {
+    std::filesystem::path dir = std::filesystem::path(self_exe).parent_path();
+    candidates.push_back((dir / name).string());
+    candidates.push_back((dir.parent_path() / build_subdir / name).lexically_normal().string());
+  }
+  for (const std::string& c : candidates) {
+    if (IsExecutable(c)) return c;
+  }
+  if (std::optional<std::string> path = env("PATH")) {
+    for (absl::string_view dir : absl::StrSplit(*path, ':', absl::SkipEmpty())) {
+      std::string c = StrCat(dir, "/", name);
+      if (IsExecutable(c)) return c;
+    }
+  }
+  return absl::NotFoundError(StrCat(name, " not found in ", absl::StrJoin(candidates, ", "),
+                                    " or PATH; pass its path with a flag"));
+}
+
+}  // namespace gravac::runner

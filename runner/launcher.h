@@ -1,0 +1,61 @@
+// Launcher: runs one gravac job on this machine — gravac-controller, one gravacd per node and
+// the workers — and tears it all down again. gravacrun's main.cc is a thin shell around it.
+//
+// Order. With --link, an emulated cluster (netemu::Cluster, one namespace per node, links shaped
+// to the given rate) is made first; the controller then runs in node 0's namespace, listening on
+// that node's address, and daemon n and its workers run in node n's namespace (UCX over tcp on
+// eth0, so data-plane traffic crosses the shaped links). Without it everything runs here and the
+// controller listens on 127.0.0.1. The controller is started with --listen HOST:0 --port_file
+// and --nodes M; once it wrote its port, the daemons start (--controller, --socket in the run
+// folder, --local_size, --node_name, --node_rank, --nodes); once every daemon's socket exists, the
+// workers start with GRAVAC_RANK, GRAVAC_SIZE, GRAVAC_LOCAL_RANK, GRAVAC_LOCAL_SIZE,
+// GRAVAC_DAEMON_SOCKET (plus GRAVAC_NODE_RANK and GRAVAC_CONTROLLER) set. Ranks are node-major
+// (RankLayout).
+//
+// Output. Every line a child prints is copied to the launcher's stdout or stderr (the one the
+// child used), prefixed "[rank r] ", "[gravacd n] " or "[controller] ". The launcher's own lines
+// start with "gravacrun: " and go to stderr.
+//
+// End. The job succeeds when every worker exits 0; the daemons then get exit_grace to exit on
+// their own, after which what is left (the controller) gets SIGTERM, then SIGKILL after
+// kill_grace. The first process that fails (a worker, or a daemon or the controller exiting
+// non-zero, or killed by a signal) fails the job: everything else gets SIGTERM, then SIGKILL
+// after kill_grace, and its exit code (128 + signal when killed) is the job's. SIGINT, SIGTERM or
+// SIGHUP to the launcher is forwarded to every child (their process groups) and the job ends
+// with 128 + signal; a second one kills at once. Namespaces are deleted on the way out, and by
+// netemu's guardian if the launcher itself is killed.
+//
+// Thread-safety: Run blocks the calling thread and owns SIGINT/SIGTERM/SIGHUP/SIGCHLD in it for
+// the duration (blocked and read through a signalfd; the previous mask is restored). Run one
+// job at a time per process.
+#ifndef GRAVAC_RUNNER_LAUNCHER_H_
+#define GRAVAC_RUNNER_LAUNCHER_H_
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "runner/options.h"
+
+namespace gravac::runner {
+
+struct LaunchIo {
+  int out_fd = 1;  // children's stdout, prefixed
+  int err_fd = 2;  // children's stderr, prefixed, and the launcher's own messages
+};
+
+// Runs the job of `options` (gravacd_path and controller_path must be set: see FindTool).
+// Returns the job's exit code as described above; fails (without a child's exit code) when the
+// job cannot be set up: a run folder, the cluster, a start that times out.
+absl::StatusOr<int> RunJob(const RunnerOptions& options, const LaunchIo& io = {});
+
+// Finds a program: `given` when not empty (must be executable), else `name` in the folder of
+// `self_exe`, in `<that folder>/../<build_subdir>` (the build tree) or in env's PATH. NotFound
+// lists where it looked.
+absl::StatusOr<std::string> FindTool(std::string_view given, std::string_view name,
+                                     std::string_view build_subdir, std::string_view self_exe,
+                                     const EnvLookup& env);
+
+}  // namespace gravac::runner
+
+#endif  // GRAVAC_RUNNER_LAUNCHER_H_

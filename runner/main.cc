@@ -1,0 +1,50 @@
+// gravacrun: runs a gravac job on this machine (see launcher.h and options.h).
+//
+//   gravacrun -np 4 --nodes 2 -- ./train
+//   gravacrun -np 4 --nodes 2 --link 10gbit,1ms --compressor dgc -- ./train
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "core/settings.h"
+#include "runner/launcher.h"
+#include "runner/options.h"
+
+int main(int argc, char** argv) {
+  using namespace gravac::runner;  // NOLINT(build/namespaces)
+  const gravac::EnvLookup env = gravac::ProcessEnvironment();
+  std::vector<const char*> args(argv + 1, argv + argc);
+  absl::StatusOr<RunnerOptions> options = ParseRunnerArgs(args, env);
+  if (!options.ok()) {
+    absl::FPrintF(stderr, "gravacrun: %s\n", options.status().message());
+    return 2;
+  }
+  if (options->help_requested) {
+    std::fputs(RunnerHelp().c_str(), stdout);
+    return 0;
+  }
+  char self[4096];
+  ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  const std::string self_exe = len > 0 ? std::string(self, static_cast<size_t>(len)) : "";
+  absl::StatusOr<std::string> gravacd =
+      FindTool(options->gravacd_path, "gravacd", "daemon", self_exe, env);
+  absl::StatusOr<std::string> controller =
+      FindTool(options->controller_path, "gravac-controller", "controller", self_exe, env);
+  for (const absl::Status& s : {gravacd.status(), controller.status()}) {
+    if (!s.ok()) {
+      absl::FPrintF(stderr, "gravacrun: %s\n", s.message());
+      return 2;
+    }
+  }
+  options->gravacd_path = *gravacd;
+  options->controller_path = *controller;
+  absl::StatusOr<int> rc = RunJob(*options);
+  if (!rc.ok()) {
+    absl::FPrintF(stderr, "gravacrun: %s\n", rc.status().ToString());
+    return 1;
+  }
+  return *rc;
+}

@@ -1,0 +1,286 @@
+#include "runner/options.h"
+
+#include <cmath>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "core/absl_compat.h"
+#include "core/status.h"
+#include "netemu/naming.h"
+
+namespace gravac::runner {
+namespace {
+
+// Policy settings forwarded to gravac-controller as --name=value when given.
+constexpr std::string_view kControllerFlags[] = {
+    "compressor", "theta_min", "theta_max",  "epsilon",   "omega",    "policy",        "scale",
+    "window",     "alpha",     "eval_steps", "norm_mode", "job_seed", "decision_delay"};
+// Daemon settings forwarded to every gravacd as --name=value when given.
+constexpr std::string_view kDaemonFlags[] = {
+    "transport",     "ucx_tls",         "ucx_net_devices", "fusion_threshold_bytes",
+    "cycle_time_ms", "stall_warning_s", "op_timeout_s",    "step_log",
+    "log_level"};
+
+constexpr SettingSpec kSettings[] = {
+    {"np", "", "0", "number of workers (ranks); required", SettingType::kInt},
+    {"nodes", "", "1", "number of nodes (one gravacd each); ranks are node-major",
+     SettingType::kInt},
+    {"link", "", "",
+     "RATE[,DELAY]: run every node in its own network namespace, links shaped to RATE "
+     "(1gbit, 500mbit, 1e9) with one-way DELAY (1ms); needs root"},
+    {"controller_args", "", "", "extra flags for gravac-controller, e.g. \"--window 5\""},
+    {"daemon_args", "", "", "extra flags for every gravacd ({node} = node index)"},
+    {"gravacd_path", "GRAVACRUN_GRAVACD", "", "gravacd binary (default: next to gravacrun)"},
+    {"controller_path", "GRAVACRUN_CONTROLLER", "",
+     "gravac-controller binary (default: next to gravacrun)"},
+    {"run_dir", "", "", "folder for sockets and the port file (default: a fresh /tmp folder)"},
+    {"start_timeout_s", "", "60", "limit for the controller and daemons to start",
+     SettingType::kDouble},
+    {"exit_grace_s", "", "30", "time daemons get to exit after the workers succeeded",
+     SettingType::kDouble},
+    {"kill_grace_s", "", "3", "time between SIGTERM/SIGINT and SIGKILL at teardown",
+     SettingType::kDouble},
+    {"verbose", "", "false", "print the command lines started", SettingType::kBool},
+    // Forwarded to gravac-controller.
+    {"compressor", "", "", "controller: topk|dgc|redsync|randomk|none"},
+    {"theta_min", "", "", "controller: smallest compression factor"},
+    {"theta_max", "", "", "controller: largest compression factor"},
+    {"epsilon", "", "", "controller: gain threshold"},
+    {"omega", "", "", "controller: compression step"},
+    {"policy", "", "", "controller: geometric|exponential"},
+    {"scale", "", "", "controller: policy scale"},
+    {"window", "", "", "controller: window of steps"},
+    {"alpha", "", "", "controller: smoothing"},
+    {"eval_steps", "", "", "controller: steps per evaluation"},
+    {"norm_mode", "", "", "controller: gradient norm mode"},
+    {"job_seed", "", "", "controller: job seed"},
+    {"decision_delay", "", "", "controller test hook, e.g. 1:300"},
+    // Forwarded to every gravacd.
+    {"transport", "", "", "gravacd: data-plane transport (ucx)"},
+    {"ucx_tls", "", "", "gravacd: UCX_TLS (default with --link: tcp)"},
+    {"ucx_net_devices", "", "", "gravacd: UCX_NET_DEVICES (default with --link: eth0)"},
+    {"fusion_threshold_bytes", "", "", "gravacd: tensor fusion threshold"},
+    {"cycle_time_ms", "", "", "gravacd: negotiation cycle time"},
+    {"stall_warning_s", "", "", "gravacd: stall warning after"},
+    {"op_timeout_s", "", "", "gravacd: data-plane operation timeout"},
+    {"step_log", "", "", "gravacd: per-node step log path ({node} = node index)"},
+    {"log_level", "", "", "gravacd and controller: debug|info|warning|error"},
+};
+
+constexpr char kUsage[] =
+    "usage: gravacrun -np N [--nodes M] [--link RATE[,DELAY]] [--controller_args \"...\"] "
+    "[flags] -- CMD [ARGS...]\n"
+    "Starts gravac-controller, M gravacd and N workers (CMD) on this machine and waits for them.\n";
+
+// -np -> --np; --theta-min -> --theta_min (the name only, never a value).
+std::string NormalizeFlag(std::string_view arg) {
+  if (arg == "-np" || arg.substr(0, 4) == "-np=") return StrCat("-", arg);
+  if (arg.size() <= 2 || arg.substr(0, 2) != "--") return std::string(arg);
+  std::string out(arg);
+  size_t end = out.find('=');
+  if (end == std::string::npos) end = out.size();
+  for (size_t i = 2; i < end; ++i) {
+    if (out[i] == '-') out[i] = '_';
+  }
+  return out;
+}
+
+absl::StatusOr<absl::Duration> Seconds(const Settings& s, std::string_view name) {
+  ASSIGN_OR_RETURN(double v, s.GetDouble(name));
+  if (!(v >= 0) || !std::isfinite(v)) {
+    return absl::InvalidArgumentError(absl::StrFormat("--%s must be >= 0, got %g", name, v));
+  }
+  return absl::Seconds(v);
+}
+
+}  // namespace
+
+absl::Span<const SettingSpec> RunnerSettings() { return kSettings; }
+
+std::string RunnerHelp() { return StrCat(kUsage, "\n", Settings::Help(kSettings, "gravacrun")); }
+
+absl::StatusOr<double> ParseRate(std::string_view text) {
+  std::string lower = absl::AsciiStrToLower(AsAbsl(text));
+  struct Unit {
+    std::string_view suffix;
+    double scale;
+  };
+  constexpr Unit kUnits[] = {
+      {"tbit", 1e12}, {"gbit", 1e9}, {"mbit", 1e6}, {"kbit", 1e3}, {"bit", 1.0}};
+  std::string_view number = lower;
+  double scale = 1.0;
+  for (const Unit& u : kUnits) {
+    if (number.size() > u.suffix.size() && number.ends_with(u.suffix)) {
+      number.remove_suffix(u.suffix.size());
+      scale = u.scale;
+      break;
+    }
+  }
+  double value = 0;
+  if (number.empty() || number.find_first_of(" \t\n") != std::string_view::npos ||
+      !absl::SimpleAtod(AsAbsl(number), &value) || !std::isfinite(value) || value <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("link rate '%s' is not a positive rate (e.g. 1gbit, 500mbit, 1e9)", text));
+  }
+  return value * scale;
+}
+
+absl::StatusOr<netemu::LinkSpec> ParseLink(std::string_view text) {
+  netemu::LinkSpec link;
+  std::string_view rate = text;
+  size_t comma = text.find(',');
+  if (comma != std::string_view::npos) {
+    rate = text.substr(0, comma);
+    std::string_view delay = text.substr(comma + 1);
+    if (!absl::ParseDuration(AsAbsl(delay), &link.delay)) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("--link: delay '%s' is not a duration (e.g. 1ms, 250us)", delay));
+    }
+  }
+  absl::StatusOr<double> bits = ParseRate(rate);
+  if (!bits.ok()) return absl::InvalidArgumentError(StrCat("--link: ", bits.status().message()));
+  link.rate_bits_per_s = *bits;
+  absl::Status valid = netemu::ValidateLinkSpec(link);
+  if (!valid.ok()) return absl::InvalidArgumentError(StrCat("--link: ", valid.message()));
+  return link;
+}
+
+std::vector<NodeRanks> RankLayout(int np, int nodes) {
+  std::vector<NodeRanks> layout;
+  if (np <= 0 || nodes <= 0) return layout;
+  int first = 0;
+  for (int n = 0; n < nodes; ++n) {
+    int count = np / nodes + (n < np % nodes ? 1 : 0);
+    layout.push_back({first, count});
+    first += count;
+  }
+  return layout;
+}
+
+absl::StatusOr<std::vector<std::string>> SplitArgs(std::string_view text) {
+  std::vector<std::string> words;
+  std::string word;
+  bool in_word = false;
+  char quote = 0;
+  for (char c : text) {
+    if (quote != 0) {
+      if (c == quote) {
+        quote = 0;
+      } else {
+        word.push_back(c);
+      }
+    } else if (c == '\'' || c == '"') {
+      quote = c;
+      in_word = true;
+    } else if (absl::ascii_isspace(static_cast<unsigned char>(c))) {
+      if (in_word) words.push_back(std::move(word));
+      word.clear();
+      in_word = false;
+    } else {
+      word.push_back(c);
+      in_word = true;
+    }
+  }
+  if (quote != 0) {
+    return absl::InvalidArgumentError(StrCat("unterminated quote in \"", text, "\""));
+  }
+  if (in_word) words.push_back(std::move(word));
+  return words;
+}
+
+absl::StatusOr<RunnerOptions> ParseRunnerArgs(absl::Span<const char* const> args,
+                                              const EnvLookup& env) {
+  std::vector<std::string> flags;
+  RunnerOptions options;
+  bool saw_separator = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (std::string_view(args[i]) == "--") {
+      options.command.assign(args.begin() + i + 1, args.end());
+      saw_separator = true;
+      break;
+    }
+    flags.push_back(NormalizeFlag(args[i]));
+    // The value of a non-boolean flag written as "--name value" is taken verbatim.
+    const std::string& flag = flags.back();
+    if (flag.size() > 2 && flag.starts_with("--") && flag.find('=') == std::string::npos &&
+        i + 1 < args.size()) {
+      for (const SettingSpec& spec : kSettings) {
+        if (spec.name == std::string_view(flag).substr(2) && spec.type != SettingType::kBool) {
+          flags.emplace_back(args[++i]);
+          break;
+        }
+      }
+    }
+  }
+  std::vector<const char*> flag_ptrs;
+  for (const std::string& f : flags) flag_ptrs.push_back(f.c_str());
+  ASSIGN_OR_RETURN(Settings s, Settings::Parse(kSettings, flag_ptrs, env));
+  if (s.help_requested()) {
+    options.help_requested = true;
+    return options;
+  }
+  if (!s.positional().empty()) {
+    return absl::InvalidArgumentError(StrCat("unexpected '", s.positional()[0],
+                                             "' before \"--\"; write the worker command "
+                                             "after \"--\"\n",
+                                             kUsage));
+  }
+  if (!saw_separator || options.command.empty()) {
+    return absl::InvalidArgumentError(StrCat("no worker command after \"--\"\n", kUsage));
+  }
+
+  ASSIGN_OR_RETURN(int64_t np, s.GetInt("np"));
+  ASSIGN_OR_RETURN(int64_t nodes, s.GetInt("nodes"));
+  if (np < 1 || np > 4096) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("-np must be 1..4096 (number of workers), got %d", np));
+  }
+  ASSIGN_OR_RETURN(std::string link, s.GetString("link"));
+  const int64_t max_nodes = link.empty() ? np : std::min<int64_t>(np, netemu::kMaxNodes);
+  if (nodes < 1 || nodes > max_nodes) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--nodes must be 1..%d (at most one node per worker%s), got %d", max_nodes,
+                        link.empty() ? "" : " and 254 emulated nodes", nodes));
+  }
+  options.np = static_cast<int>(np);
+  options.nodes = static_cast<int>(nodes);
+  if (!link.empty()) {
+    ASSIGN_OR_RETURN(options.link, ParseLink(link));
+  }
+
+  ASSIGN_OR_RETURN(std::string controller_args, s.GetString("controller_args"));
+  ASSIGN_OR_RETURN(options.controller_args, SplitArgs(controller_args));
+  ASSIGN_OR_RETURN(std::string daemon_args, s.GetString("daemon_args"));
+  ASSIGN_OR_RETURN(options.daemon_args, SplitArgs(daemon_args));
+  for (std::string_view name : kControllerFlags) {
+    ASSIGN_OR_RETURN(std::string v, s.GetString(name));
+    if (!v.empty()) options.controller_args.push_back(StrCat("--", name, "=", v));
+  }
+  bool tls_given = false;
+  bool devices_given = false;
+  for (std::string_view name : kDaemonFlags) {
+    ASSIGN_OR_RETURN(std::string v, s.GetString(name));
+    if (v.empty()) continue;
+    options.daemon_args.push_back(StrCat("--", name, "=", v));
+    if (name == "log_level") options.controller_args.push_back(StrCat("--", name, "=", v));
+    tls_given |= name == "ucx_tls";
+    devices_given |= name == "ucx_net_devices";
+  }
+  if (options.link.has_value()) {
+    // The data plane must cross the shaped link: TCP over the namespace's interface.
+    if (!tls_given) options.daemon_args.push_back("--ucx_tls=tcp");
+    if (!devices_given) options.daemon_args.push_back("--ucx_net_devices=eth0");
+  }
+
+  ASSIGN_OR_RETURN(options.gravacd_path, s.GetString("gravacd_path"));
+  ASSIGN_OR_RETURN(options.controller_path, s.GetString("controller_path"));
+  ASSIGN_OR_RETURN(options.run_dir, s.GetString("run_dir"));
+  ASSIGN_OR_RETURN(options.start_timeout, Seconds(s, "start_timeout_s"));
+  ASSIGN_OR_RETURN(options.exit_grace, Seconds(s, "exit_grace_s"));
+  ASSIGN_OR_RETURN(options.kill_grace, Seconds(s, "kill_grace_s"));
+  ASSIGN_OR_RETURN(options.verbose, s.GetBool("verbose"));
+  return options;
+}
+
+}  // namespace gravac::runner

@@ -1,0 +1,86 @@
+// gravacrun's command line: the settings table, the parsed RunnerOptions, link-rate parsing and
+// the node-major rank layout.
+//
+//   gravacrun -np N [--nodes M] [--link RATE[,DELAY]] [--controller_args "..."] -- CMD...
+//
+// Flags may be written with dashes or underscores (--theta-min = --theta_min); `-np` is accepted
+// as --np. Everything after "--" is the worker command. Settings of the job's policy
+// (--compressor, --theta_min, ...) are forwarded to gravac-controller as flags, daemon settings
+// (--fusion_threshold_bytes, ...) to every gravacd; the environment is inherited by every child,
+// so GRAVAC_* variables reach the controller and the daemons too.
+//
+// Thread-safety: stateless functions over immutable values.
+#ifndef GRAVAC_RUNNER_OPTIONS_H_
+#define GRAVAC_RUNNER_OPTIONS_H_
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "core/settings.h"
+#include "netemu/shaping.h"
+
+namespace gravac::runner {
+
+struct RunnerOptions {
+  bool help_requested = false;           // --help: nothing else is filled in
+  int np = 0;                            // workers
+  int nodes = 1;                         // daemons (emulated nodes)
+  std::optional<netemu::LinkSpec> link;  // set: every node in its own shaped namespace
+  std::vector<std::string> command;      // the worker command (after "--")
+
+  std::vector<std::string> controller_args;  // extra flags for gravac-controller
+  std::vector<std::string> daemon_args;      // extra flags for every gravacd
+  // "{node}" in a daemon argument is replaced by the node's index (e.g. --step_log=s.{node}).
+
+  std::string gravacd_path;     // "" = found next to gravacrun, in the build tree or in PATH
+  std::string controller_path;  // likewise for gravac-controller
+  std::string run_dir;          // sockets and the port file; "" = a fresh /tmp/gravacrun-XXXXXX
+
+  absl::Duration start_timeout = absl::Seconds(60);  // controller port, daemon sockets
+  absl::Duration exit_grace = absl::Seconds(30);     // daemons to exit after the workers did
+  absl::Duration kill_grace = absl::Seconds(3);      // SIGTERM/SIGINT -> SIGKILL
+  bool verbose = false;                              // log the command lines started
+};
+
+// The settings table of gravacrun (for --help and parsing).
+absl::Span<const SettingSpec> RunnerSettings();
+
+// Parses argv without the program name. With --help, returns at once with help_requested set.
+// Fails with InvalidArgument naming the flag for: a
+// missing or bad -np, --nodes outside 1..np (1..254 with --link), a bad --link, an unknown flag,
+// a command word before "--", or no command after it.
+absl::StatusOr<RunnerOptions> ParseRunnerArgs(absl::Span<const char* const> args,
+                                              const EnvLookup& env);
+
+// The help text.
+std::string RunnerHelp();
+
+// Parses a link rate in bit/s: a number ("1e9", "2500000") optionally followed by a unit
+// bit, kbit, mbit, gbit or tbit (decimal, as tc reads them; case-insensitive), e.g. "10gbit",
+// "500mbit". The rate must be positive and finite.
+absl::StatusOr<double> ParseRate(std::string_view text);
+
+// Parses "RATE[,DELAY]", DELAY an absl duration such as "1ms" or "250us" (one-way), and checks
+// it with netemu::ValidateLinkSpec.
+absl::StatusOr<netemu::LinkSpec> ParseLink(std::string_view text);
+
+// Node-major layout of `np` ranks over `nodes` nodes: node n holds ranks
+// [first_rank, first_rank + local_size); the first np % nodes nodes hold one rank more.
+struct NodeRanks {
+  int first_rank = 0;
+  int local_size = 0;
+};
+std::vector<NodeRanks> RankLayout(int np, int nodes);
+
+// Splits a flag string on whitespace, honouring single and double quotes ("--a 'x y'" -> 2
+// words). Fails on an unterminated quote.
+absl::StatusOr<std::vector<std::string>> SplitArgs(std::string_view text);
+
+}  // namespace gravac::runner
+
+#endif  // GRAVAC_RUNNER_OPTIONS_H_

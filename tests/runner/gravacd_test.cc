@@ -1,0 +1,78 @@
+// gravacd's settings and node placement (daemon/gravacd.h); the daemon itself runs in job_test.
+#include "daemon/gravacd.h"
+
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gravac::daemon {
+namespace {
+
+using ::gravac::testing::StatusIs;
+using ::testing::HasSubstr;
+using ::testing::Pair;
+
+absl::StatusOr<GravacdOptions> Parse(std::vector<const char*> args,
+                                     std::map<std::string, std::string, std::less<>> env = {}) {
+  ASSIGN_OR_RETURN(Settings s,
+                   Settings::Parse(GravacdSettings(), args, FixedEnvironment(std::move(env))));
+  return GravacdOptionsFromSettings(s);
+}
+
+TEST(GravacdOptionsTest, FlagsAndEnvironment) {
+  ASSERT_OK_AND_ASSIGN(GravacdOptions o,
+                       Parse({"--controller=10.0.0.1:7070", "--local_size=4", "--ucx_tls", "tcp",
+                              "--cycle_time_ms=2.5", "--op_timeout_s=5"},
+                             {{"GRAVAC_DAEMON_SOCKET", "/run/g.sock"},
+                              {"GRAVAC_FUSION_THRESHOLD", "1024"},
+                              {"GRAVAC_STEP_LOG", "/tmp/steps"}}));
+  EXPECT_EQ(o.controller, "10.0.0.1:7070");
+  EXPECT_EQ(o.socket_path, "/run/g.sock");
+  EXPECT_EQ(o.local_size, 4);
+  EXPECT_EQ(o.transport, "ucx");
+  EXPECT_EQ(o.ucx_tls, "tcp");
+  EXPECT_EQ(o.fusion_threshold_bytes, 1024u);
+  EXPECT_EQ(o.cycle_time, absl::Microseconds(2500));
+  EXPECT_EQ(o.op_timeout, absl::Seconds(5));
+  EXPECT_EQ(o.stall_warning, absl::Seconds(60));
+  EXPECT_EQ(o.step_log, "/tmp/steps");
+  EXPECT_EQ(o.node_rank, -1);
+  EXPECT_EQ(o.nodes, 0);
+}
+
+TEST(GravacdOptionsTest, RequiredAndRanges) {
+  EXPECT_THAT(Parse({"--socket=/s"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--controller")));
+  EXPECT_THAT(Parse({"--controller=h:1"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--socket")));
+  EXPECT_THAT(Parse({"--controller=h:1", "--socket=/s", "--local_size=0"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--local_size")));
+  EXPECT_THAT(Parse({"--controller=h:1", "--socket=/s", "--op_timeout_s=0"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--op_timeout_s")));
+  EXPECT_THAT(Parse({"--controller=h:1", "--socket=/s", "--cycle_time_ms=-1"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--cycle_time_ms")));
+  EXPECT_THAT(Parse({"--controller=h:1", "--socket=/s", "--local_size=x"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("'local_size'")));
+}
+
+TEST(NodePlacementTest, FromFlags) {
+  EXPECT_THAT(*NodePlacement(3, 2, 5, 1, 2), Pair(1, 2));
+  EXPECT_THAT(NodePlacement(0, 1, 2, 2, 2), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(NodePlacement(0, 1, 2, 0, 0), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(NodePlacement(0, 1, 2, -1, 2), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST(NodePlacementTest, DerivedForEqualNodes) {
+  EXPECT_THAT(*NodePlacement(0, 4, 8, -1, 0), Pair(0, 2));
+  EXPECT_THAT(*NodePlacement(4, 4, 8, -1, 0), Pair(1, 2));
+  EXPECT_THAT(*NodePlacement(0, 1, 1, -1, 0), Pair(0, 1));
+  EXPECT_THAT(NodePlacement(3, 2, 5, -1, 0),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("pass --node_rank")));
+}
+
+}  // namespace
+}  // namespace gravac::daemon

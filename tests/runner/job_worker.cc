@@ -1,0 +1,171 @@
+// A small worker for gravacrun job tests, using only the C API (gravac/gravac.h): a few steps of
+// dense allreduce (sum and average, checked exactly), one compressible allreduce, an allgather
+// with a different first dimension per rank, a broadcast and a barrier; then it prints
+// "rank R of N ok" and shuts down. With --exit_at_step S --exit_rank R, rank R exits with code 7
+// at step S without shutting down (a worker dying mid-job). With --bytes B it first times one
+// dense allreduce of B bytes of float32 and prints "dense allreduce of B bytes: T s".
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gravac/gravac.h"
+
+namespace {
+
+int Fail(gravac_context* ctx, const char* what, gravac_status s, const gravac_request* req) {
+  std::fprintf(
+      stderr, "job_worker: %s failed: %s: %s\n", what, gravac_status_string(s),
+      req != nullptr ? gravac_request_error(req) : (ctx != nullptr ? gravac_last_error(ctx) : ""));
+  return 1;
+}
+
+// Posts, waits and frees one request; returns the status of the first failing call.
+gravac_status WaitAndFree(gravac_status posted, gravac_request* req, std::string* error) {
+  if (posted != GRAVAC_OK) return posted;
+  gravac_status s = gravac_wait(req);
+  if (s != GRAVAC_OK) *error = gravac_request_error(req);
+  gravac_request_free(req);
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int steps = 3;
+  int exit_at_step = -1;
+  int exit_rank = -1;
+  int64_t big_bytes = 0;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--steps") == 0) steps = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--exit_at_step") == 0) exit_at_step = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--exit_rank") == 0) exit_rank = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--bytes") == 0) big_bytes = std::atoll(argv[i + 1]);
+  }
+  gravac_context* ctx = nullptr;
+  char init_error[512] = {};
+  gravac_status s = gravac_init_verbose(&ctx, init_error, sizeof(init_error));
+  if (s != GRAVAC_OK) {
+    std::fprintf(stderr, "job_worker: gravac_init failed: %s\n", init_error);
+    return 1;
+  }
+  const int rank = gravac_rank(ctx);
+  const int size = gravac_size(ctx);
+  std::string error;
+  if (big_bytes > 0) {
+    const int64_t count = big_bytes / 4;
+    std::vector<float> big(static_cast<size_t>(count), 1.0f);
+    const int64_t bshape[1] = {count};
+    gravac_request* rq = nullptr;
+    const auto start = std::chrono::steady_clock::now();
+    s = gravac_allreduce_async(ctx, "big", big.data(), big.data(), bshape, 1, GRAVAC_FLOAT32,
+                               GRAVAC_SUM, nullptr, &rq);
+    if ((s = WaitAndFree(s, rq, &error)) != GRAVAC_OK) {
+      std::fprintf(stderr, "job_worker: big allreduce failed: %s\n", error.c_str());
+      return 1;
+    }
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (big.front() != static_cast<float>(size) || big.back() != static_cast<float>(size)) {
+      std::fprintf(stderr, "job_worker: big allreduce gave %g\n", big.front());
+      return 1;
+    }
+    std::printf("dense allreduce of %ld bytes: %.3f s\n", static_cast<long>(big_bytes), seconds);
+  }
+  const int64_t n = 1000;
+  const int64_t shape[1] = {n};
+  for (int step = 0; step < steps; ++step) {
+    if (step == exit_at_step && rank == exit_rank) {
+      std::fprintf(stderr, "job_worker: rank %d exits at step %d\n", rank, step);
+      std::_Exit(7);
+    }
+    std::vector<float> in(n, static_cast<float>(rank + 1 + step));
+    std::vector<float> sum(n), avg(n);
+    gravac_tensor_options topts = {step, 1, 0};
+    gravac_request* r1 = nullptr;
+    gravac_request* r2 = nullptr;
+    gravac_status p1 = gravac_allreduce_async(ctx, "grad.sum", in.data(), sum.data(), shape, 1,
+                                              GRAVAC_FLOAT32, GRAVAC_SUM, &topts, &r1);
+    gravac_status p2 = gravac_allreduce_async(ctx, "grad.avg", in.data(), avg.data(), shape, 1,
+                                              GRAVAC_FLOAT32, GRAVAC_AVERAGE, &topts, &r2);
+    if ((s = WaitAndFree(p1, r1, &error)) != GRAVAC_OK ||
+        (s = WaitAndFree(p2, r2, &error)) != GRAVAC_OK) {
+      std::fprintf(stderr, "job_worker: rank %d step %d allreduce failed: %s: %s\n", rank, step,
+                   gravac_status_string(s), error.c_str());
+      return 1;
+    }
+    const float want_sum = static_cast<float>(size * (size + 1) / 2 + size * step);
+    for (int64_t i = 0; i < n; ++i) {
+      if (sum[i] != want_sum || avg[i] != want_sum / static_cast<float>(size)) {
+        std::fprintf(stderr, "job_worker: rank %d step %d: element %ld is %g / %g, want %g / %g\n",
+                     rank, step, static_cast<long>(i), sum[i], avg[i], want_sum,
+                     want_sum / static_cast<float>(size));
+        return 1;
+      }
+    }
+  }
+
+  // One compressible gradient: check only that it completes and reports how it was sent.
+  std::vector<float> grad(4096);
+  for (size_t i = 0; i < grad.size(); ++i) grad[i] = static_cast<float>((i * 7919 + rank) % 97);
+  gravac_tensor_options copts = {steps, 1, 1};
+  gravac_request* rc = nullptr;
+  const int64_t gshape[1] = {static_cast<int64_t>(grad.size())};
+  s = gravac_allreduce_async(ctx, "grad.compressed", grad.data(), grad.data(), gshape, 1,
+                             GRAVAC_FLOAT32, GRAVAC_AVERAGE, &copts, &rc);
+  if (s != GRAVAC_OK) return Fail(ctx, "compressed allreduce", s, nullptr);
+  if ((s = gravac_wait(rc)) != GRAVAC_OK) return Fail(ctx, "compressed allreduce", s, rc);
+  gravac_result_info info;
+  if ((s = gravac_result_info_get(rc, &info)) != GRAVAC_OK) return Fail(ctx, "result info", s, rc);
+  gravac_request_free(rc);
+
+  // Allgather: rank r contributes r + 1 rows of two int32 equal to r.
+  std::vector<int32_t> rows(2 * (rank + 1), rank);
+  const int64_t ashape[2] = {rank + 1, 2};
+  gravac_request* ra = nullptr;
+  s = gravac_allgather_async(ctx, "gather", rows.data(), ashape, 2, GRAVAC_INT32, &ra);
+  if (s != GRAVAC_OK) return Fail(ctx, "allgather", s, nullptr);
+  if ((s = gravac_wait(ra)) != GRAVAC_OK) return Fail(ctx, "allgather", s, ra);
+  int64_t total = 0;
+  std::vector<int32_t> gathered(static_cast<size_t>(size * (size + 1)));
+  s = gravac_allgather_result(ra, &total, gathered.data(), gathered.size() * sizeof(int32_t));
+  if (s != GRAVAC_OK) return Fail(ctx, "allgather result", s, ra);
+  gravac_request_free(ra);
+  size_t at = 0;
+  for (int r = 0; r < size; ++r) {
+    for (int k = 0; k < 2 * (r + 1); ++k, ++at) {
+      if (gathered[at] != r) {
+        std::fprintf(stderr, "job_worker: rank %d: allgather element %zu is %d, want %d\n", rank,
+                     at, gathered[at], r);
+        return 1;
+      }
+    }
+  }
+  if (total != size * (size + 1) / 2) {
+    std::fprintf(stderr, "job_worker: allgather first dimension %ld\n", static_cast<long>(total));
+    return 1;
+  }
+
+  // Broadcast from the last rank.
+  std::vector<double> data(16, rank == size - 1 ? 42.5 : -1.0);
+  const int64_t bshape[1] = {16};
+  gravac_request* rb = nullptr;
+  s = gravac_broadcast_async(ctx, "bcast", data.data(), bshape, 1, GRAVAC_FLOAT64, size - 1, &rb);
+  if (s != GRAVAC_OK) return Fail(ctx, "broadcast", s, nullptr);
+  if ((s = gravac_wait(rb)) != GRAVAC_OK) return Fail(ctx, "broadcast", s, rb);
+  gravac_request_free(rb);
+  for (double v : data) {
+    if (v != 42.5) {
+      std::fprintf(stderr, "job_worker: rank %d: broadcast gave %g\n", rank, v);
+      return 1;
+    }
+  }
+  if ((s = gravac_barrier(ctx)) != GRAVAC_OK) return Fail(ctx, "barrier", s, nullptr);
+  std::printf("rank %d of %d ok (compressed: theta %g, %s, epoch %ld)\n", rank, size, info.theta,
+              info.collective, static_cast<long>(info.decision_epoch));
+  std::fflush(stdout);
+  if ((s = gravac_shutdown(ctx)) != GRAVAC_OK) return Fail(nullptr, "shutdown", s, nullptr);
+  return 0;
+}

@@ -1,0 +1,215 @@
+// RunJob with stand-in controller and daemon scripts (they write the port file / create the socket
+// path and wait) and shell commands as workers: environment per rank, output prefixes, exit-code
+// propagation, quick teardown after a failure, start-up failures.
+#include "runner/launcher.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "core/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/runner/fake_job.h"
+
+namespace gravac::runner {
+namespace {
+
+using ::gravac::testing::IsOk;
+using ::gravac::testing::StatusIs;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+class LauncherTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_OK_AND_ASSIGN(job_, FakeJob::Create());
+    out_fd_ = open(job_.Path("out.txt").c_str(), O_RDWR | O_CREAT | O_TRUNC | O_APPEND, 0600);
+    err_fd_ = open(job_.Path("err.txt").c_str(), O_RDWR | O_CREAT | O_TRUNC | O_APPEND, 0600);
+    ASSERT_GE(out_fd_, 0);
+    ASSERT_GE(err_fd_, 0);
+  }
+  void TearDown() override {
+    if (out_fd_ >= 0) close(out_fd_);
+    if (err_fd_ >= 0) close(err_fd_);
+  }
+
+  RunnerOptions Options(int np, int nodes, std::vector<std::string> command) {
+    RunnerOptions o = job_.Options();
+    o.np = np;
+    o.nodes = nodes;
+    o.command = std::move(command);
+    return o;
+  }
+  absl::StatusOr<int> Run(const RunnerOptions& o) { return RunJob(o, {out_fd_, err_fd_}); }
+  std::string Out() { return job_.Read("out.txt"); }
+  std::string Err() { return job_.Read("err.txt"); }
+
+  FakeJob job_;
+  int out_fd_ = -1;
+  int err_fd_ = -1;
+};
+
+TEST_F(LauncherTest, EveryRankGetsItsEnvironmentAndPrefix) {
+  RunnerOptions o =
+      Options(5, 2,
+              {"sh", "-c",
+               "echo env $GRAVAC_RANK $GRAVAC_SIZE $GRAVAC_LOCAL_RANK $GRAVAC_LOCAL_SIZE "
+               "$GRAVAC_NODE_RANK $GRAVAC_DAEMON_SOCKET $GRAVAC_CONTROLLER; echo oops >&2"});
+  ASSERT_OK_AND_ASSIGN(int rc, Run(o));
+  EXPECT_EQ(rc, 0) << Err();
+  const std::string out = Out();
+  const std::string sock0 = job_.RunDirPath("gravacd-0.sock");
+  const std::string sock1 = job_.RunDirPath("gravacd-1.sock");
+  const std::string ctl = absl::StrCat("127.0.0.1:", FakeJob::kPort);
+  EXPECT_THAT(out, HasSubstr(absl::StrCat("[rank 0] env 0 5 0 3 0 ", sock0, " ", ctl, "\n")));
+  EXPECT_THAT(out, HasSubstr(absl::StrCat("[rank 1] env 1 5 1 3 0 ", sock0, " ", ctl, "\n")));
+  EXPECT_THAT(out, HasSubstr(absl::StrCat("[rank 2] env 2 5 2 3 0 ", sock0, " ", ctl, "\n")));
+  EXPECT_THAT(out, HasSubstr(absl::StrCat("[rank 3] env 3 5 0 2 1 ", sock1, " ", ctl, "\n")));
+  EXPECT_THAT(out, HasSubstr(absl::StrCat("[rank 4] env 4 5 1 2 1 ", sock1, " ", ctl, "\n")));
+  const std::string err = Err();
+  for (int r = 0; r < 5; ++r) EXPECT_THAT(err, HasSubstr(absl::StrCat("[rank ", r, "] oops\n")));
+  EXPECT_THAT(err, HasSubstr("controller listening on " + ctl));
+}
+
+TEST_F(LauncherTest, DaemonsAndControllerGetTheirFlagsAndPrefixes) {
+  RunnerOptions o = Options(3, 2, {"true"});
+  o.controller_args = {"--window=5"};
+  o.daemon_args = {"--step_log=" + job_.Path("steps"), "--tag={node}"};
+  ASSERT_OK_AND_ASSIGN(int rc, Run(o));
+  EXPECT_EQ(rc, 0) << Err();
+  const std::string out = Out();
+  EXPECT_THAT(
+      out, HasSubstr(absl::StrCat("[controller] controller --listen=127.0.0.1:0 --port_file=",
+                                  job_.RunDirPath("controller.port"), " --nodes=2 --window=5\n")));
+  EXPECT_THAT(out, HasSubstr(absl::StrCat(
+                       "[gravacd 0] daemon --controller=127.0.0.1:", FakeJob::kPort,
+                       " --socket=", job_.RunDirPath("gravacd-0.sock"),
+                       " --local_size=2 --node_name=node0 --node_rank=0 --nodes=2 --step_log=",
+                       job_.Path("steps"), ".0 --tag=0\n")));
+  EXPECT_THAT(out,
+              HasSubstr("--local_size=1 --node_name=node1 --node_rank=1 --nodes=2 --step_log=" +
+                        job_.Path("steps") + ".1 --tag=1\n"));
+}
+
+TEST_F(LauncherTest, FailingWorkerStopsTheOthersQuicklyAndGivesItsCode) {
+  RunnerOptions o = Options(4, 2,
+                            {"sh", "-c",
+                             "if [ $GRAVAC_RANK = 2 ]; then sleep 0.2; exit 3; fi; "
+                             "exec sleep 100"});
+  const absl::Time start = absl::Now();
+  ASSERT_OK_AND_ASSIGN(int rc, Run(o));
+  EXPECT_EQ(rc, 3);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  EXPECT_THAT(Err(), HasSubstr("rank 2 exited with code 3; stopping the job"));
+}
+
+TEST_F(LauncherTest, WorkerKilledBySignalGives128PlusSignal) {
+  RunnerOptions o =
+      Options(2, 1, {"sh", "-c", "if [ $GRAVAC_RANK = 1 ]; then kill -9 $$; fi; exec sleep 100"});
+  ASSERT_OK_AND_ASSIGN(int rc, Run(o));
+  EXPECT_EQ(rc, 128 + 9);
+  EXPECT_THAT(Err(), HasSubstr("rank 1 was killed by signal 9"));
+}
+
+TEST_F(LauncherTest, FirstFailureWins) {
+  RunnerOptions o =
+      Options(2, 1, {"sh", "-c", "if [ $GRAVAC_RANK = 0 ]; then exit 5; fi; sleep 1; exit 6"});
+  ASSERT_OK_AND_ASSIGN(int rc, Run(o));
+  EXPECT_EQ(rc, 5);
+}
+
+TEST_F(LauncherTest, FailingDaemonStopsTheJob) {
+  ASSERT_THAT(job_.WriteDaemon("sleep 0.3; exit 4"), IsOk());
+  RunnerOptions o = Options(2, 2, {"sleep", "100"});
+  const absl::Time start = absl::Now();
+  ASSERT_OK_AND_ASSIGN(int rc, Run(o));
+  EXPECT_EQ(rc, 4);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  EXPECT_THAT(Err(), HasSubstr("gravacd "));
+}
+
+TEST_F(LauncherTest, DaemonsThatExitOnTheirOwnAreNotKilled) {
+  // Like gravacd once its workers have shut down: the daemons exit 0 by themselves.
+  ASSERT_THAT(job_.WriteDaemon("sleep 0.5; echo bye; exit 0"), IsOk());
+  RunnerOptions o = Options(2, 2, {"true"});
+  o.exit_grace = absl::Seconds(20);
+  ASSERT_OK_AND_ASSIGN(int rc, Run(o));
+  EXPECT_EQ(rc, 0);
+  EXPECT_THAT(Out(), AllOf(HasSubstr("[gravacd 0] bye"), HasSubstr("[gravacd 1] bye")));
+  EXPECT_THAT(Err(), Not(HasSubstr("did not exit")));
+}
+
+TEST_F(LauncherTest, ControllerThatNeverListensTimesOut) {
+  ASSERT_THAT(job_.WriteController("exec sleep 100"), IsOk());
+  RunnerOptions o = Options(1, 1, {"true"});
+  o.start_timeout = absl::Milliseconds(500);
+  EXPECT_THAT(Run(o),
+              StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("did not write its port")));
+}
+
+TEST_F(LauncherTest, ControllerThatDiesAtStartFailsTheJob) {
+  ASSERT_THAT(job_.WriteController("echo no config >&2; exit 7"), IsOk());
+  RunnerOptions o = Options(1, 1, {"true"});
+  ASSERT_OK_AND_ASSIGN(int rc, Run(o));
+  EXPECT_EQ(rc, 7);
+  EXPECT_THAT(Err(), AllOf(HasSubstr("[controller] no config"),
+                           HasSubstr("controller exited with code 7")));
+}
+
+TEST_F(LauncherTest, MissingWorkerProgramExits127) {
+  RunnerOptions o = Options(1, 1, {"/nonexistent/gravac-worker"});
+  ASSERT_OK_AND_ASSIGN(int rc, Run(o));
+  EXPECT_EQ(rc, 127);
+  EXPECT_THAT(Err(), HasSubstr("[rank 0] gravacrun: exec failed: /nonexistent/gravac-worker"));
+}
+
+TEST_F(LauncherTest, OwnRunDirIsRemoved) {
+  RunnerOptions o = Options(1, 1, {"sh", "-c", "echo dir=$(dirname $GRAVAC_DAEMON_SOCKET)"});
+  o.run_dir = "";
+  ASSERT_OK_AND_ASSIGN(int rc, Run(o));
+  EXPECT_EQ(rc, 0);
+  const std::string out = Out();
+  const size_t at = out.find("dir=");
+  ASSERT_NE(at, std::string::npos) << out;
+  const std::string dir = out.substr(at + 4, out.find('\n', at) - at - 4);
+  EXPECT_THAT(dir, HasSubstr("/tmp/gravacrun-"));
+  EXPECT_FALSE(std::filesystem::exists(dir));
+}
+
+TEST(FindToolTest, GivenPathThenSiblingThenBuildTreeThenPath) {
+  ASSERT_OK_AND_ASSIGN(FakeJob job, FakeJob::Create());
+  const std::string root = job.Path("tree");
+  std::filesystem::create_directories(root + "/runner");
+  std::filesystem::create_directories(root + "/daemon");
+  std::filesystem::create_directories(root + "/bin");
+  auto make_exe = [](const std::string& path) {
+    std::ofstream(path) << "#!/bin/sh\n";
+    chmod(path.c_str(), 0755);
+  };
+  const std::string self = root + "/runner/gravacrun";
+  const EnvLookup env = FixedEnvironment({{"PATH", root + "/bin"}});
+  EXPECT_THAT(FindTool("", "gravacd", "daemon", self, env),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("gravacd not found")));
+  make_exe(root + "/bin/gravacd");
+  EXPECT_EQ(*FindTool("", "gravacd", "daemon", self, env), root + "/bin/gravacd");
+  make_exe(root + "/daemon/gravacd");
+  EXPECT_EQ(*FindTool("", "gravacd", "daemon", self, env), root + "/daemon/gravacd");
+  make_exe(root + "/runner/gravacd");
+  EXPECT_EQ(*FindTool("", "gravacd", "daemon", self, env), root + "/runner/gravacd");
+  EXPECT_EQ(*FindTool(root + "/bin/gravacd", "gravacd", "daemon", self, env),
+            root + "/bin/gravacd");
+  EXPECT_THAT(FindTool(root + "/nothing", "gravacd", "daemon", self, env),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("not an executable")));
+}
+
+}  // namespace
+}  // namespace gravac::runner

@@ -1,0 +1,189 @@
+// gravacrun's command line: rates, links, -np/--nodes validation, forwarding, rank layout.
+#include "runner/options.h"
+
+#include <string>
+#include <vector>
+
+#include "core/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gravac::runner {
+namespace {
+
+using ::gravac::testing::IsOk;
+using ::gravac::testing::StatusIs;
+using ::testing::DoubleEq;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+absl::StatusOr<RunnerOptions> Parse(std::vector<const char*> args,
+                                    std::map<std::string, std::string, std::less<>> env = {}) {
+  return ParseRunnerArgs(args, FixedEnvironment(std::move(env)));
+}
+
+TEST(ParseRateTest, UnitsAndPlainNumbers) {
+  EXPECT_THAT(*ParseRate("1gbit"), DoubleEq(1e9));
+  EXPECT_THAT(*ParseRate("10gbit"), DoubleEq(1e10));
+  EXPECT_THAT(*ParseRate("25Gbit"), DoubleEq(2.5e10));
+  EXPECT_THAT(*ParseRate("500mbit"), DoubleEq(5e8));
+  EXPECT_THAT(*ParseRate("64kbit"), DoubleEq(64e3));
+  EXPECT_THAT(*ParseRate("1e9"), DoubleEq(1e9));
+  EXPECT_THAT(*ParseRate("2500000"), DoubleEq(2.5e6));
+  EXPECT_THAT(*ParseRate("1.5gbit"), DoubleEq(1.5e9));
+  EXPECT_THAT(*ParseRate("1200bit"), DoubleEq(1200));
+}
+
+TEST(ParseRateTest, RejectsNonRates) {
+  for (const char* bad : {"", "gbit", "fast", "-1gbit", "0", "1gbps", "1 gbit", "nan", "inf"}) {
+    EXPECT_THAT(ParseRate(bad), StatusIs(absl::StatusCode::kInvalidArgument)) << bad;
+  }
+}
+
+TEST(ParseLinkTest, RateAndDelay) {
+  ASSERT_OK_AND_ASSIGN(netemu::LinkSpec link, ParseLink("10gbit,1ms"));
+  EXPECT_THAT(link.rate_bits_per_s, DoubleEq(1e10));
+  EXPECT_EQ(link.delay, absl::Milliseconds(1));
+  ASSERT_OK_AND_ASSIGN(link, ParseLink("1e9"));
+  EXPECT_EQ(link.delay, absl::ZeroDuration());
+  ASSERT_OK_AND_ASSIGN(link, ParseLink("500mbit,250us"));
+  EXPECT_EQ(link.delay, absl::Microseconds(250));
+}
+
+TEST(ParseLinkTest, RejectsBadDelayAndOutOfRange) {
+  EXPECT_THAT(ParseLink("1gbit,soon"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("delay 'soon'")));
+  EXPECT_THAT(ParseLink("1gbit,-1ms"), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ParseLink("1000tbit"), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ParseLink(",1ms"), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST(ParseRunnerArgsTest, MinimalCommandLine) {
+  ASSERT_OK_AND_ASSIGN(RunnerOptions o, Parse({"-np", "4", "--", "./train", "--lr", "0.1"}));
+  EXPECT_EQ(o.np, 4);
+  EXPECT_EQ(o.nodes, 1);
+  EXPECT_FALSE(o.link.has_value());
+  EXPECT_THAT(o.command, ElementsAre("./train", "--lr", "0.1"));
+  EXPECT_THAT(o.controller_args, IsEmpty());
+  EXPECT_THAT(o.daemon_args, IsEmpty());
+}
+
+TEST(ParseRunnerArgsTest, FlagFormsAndDashes) {
+  ASSERT_OK_AND_ASSIGN(RunnerOptions o,
+                       Parse({"-np=6", "--nodes=3", "--kill-grace-s", "0.5", "--", "true"}));
+  EXPECT_EQ(o.np, 6);
+  EXPECT_EQ(o.nodes, 3);
+  EXPECT_EQ(o.kill_grace, absl::Milliseconds(500));
+  ASSERT_OK_AND_ASSIGN(o, Parse({"--np", "2", "--", "true"}));
+  EXPECT_EQ(o.np, 2);
+}
+
+TEST(ParseRunnerArgsTest, ValidatesNpAndNodes) {
+  EXPECT_THAT(Parse({"--", "true"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("-np must be")));
+  EXPECT_THAT(Parse({"-np", "0", "--", "true"}), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(Parse({"-np", "x", "--", "true"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("'np'")));
+  EXPECT_THAT(Parse({"-np", "2", "--nodes", "3", "--", "true"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--nodes must be 1..2")));
+  EXPECT_THAT(Parse({"-np", "2", "--nodes", "0", "--", "true"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--nodes")));
+  EXPECT_THAT(Parse({"-np", "300", "--nodes", "255", "--link", "1gbit", "--", "true"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--nodes must be 1..254")));
+  EXPECT_THAT(Parse({"-np", "300", "--nodes", "255", "--", "true"}), IsOk());
+}
+
+TEST(ParseRunnerArgsTest, CommandErrors) {
+  EXPECT_THAT(Parse({"-np", "2"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("no worker command")));
+  EXPECT_THAT(Parse({"-np", "2", "--"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("no worker command")));
+  EXPECT_THAT(Parse({"-np", "2", "hostname"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("unexpected 'hostname'")));
+  EXPECT_THAT(Parse({"-np", "2", "--frobnicate", "--", "true"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--frobnicate")));
+  EXPECT_THAT(Parse({"-np", "2", "--link", "quick", "--", "true"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--link")));
+  EXPECT_THAT(Parse({"-np", "2", "--controller_args", "'open", "--", "true"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("unterminated quote")));
+}
+
+TEST(ParseRunnerArgsTest, HelpNeedsNothingElse) {
+  ASSERT_OK_AND_ASSIGN(RunnerOptions o, Parse({"--help"}));
+  EXPECT_TRUE(o.help_requested);
+  EXPECT_THAT(RunnerHelp(), HasSubstr("--link"));
+}
+
+TEST(ParseRunnerArgsTest, ForwardsControllerAndDaemonSettings) {
+  ASSERT_OK_AND_ASSIGN(
+      RunnerOptions o,
+      Parse({"-np", "2", "--compressor", "dgc", "--theta-min=20", "--controller-args",
+             "--window 5 --norm_mode 'layer sum'", "--fusion_threshold_bytes", "1024",
+             "--daemon_args", "--stall_warning_s=2", "--", "true"}));
+  EXPECT_THAT(o.controller_args, ElementsAre("--window", "5", "--norm_mode", "layer sum",
+                                             "--compressor=dgc", "--theta_min=20"));
+  EXPECT_THAT(o.daemon_args, ElementsAre("--stall_warning_s=2", "--fusion_threshold_bytes=1024"));
+}
+
+TEST(ParseRunnerArgsTest, LinkMakesTheDataPlaneUseTcpOnEth0) {
+  ASSERT_OK_AND_ASSIGN(RunnerOptions o,
+                       Parse({"-np", "4", "--nodes", "2", "--link", "1gbit,1ms", "--", "true"}));
+  ASSERT_TRUE(o.link.has_value());
+  EXPECT_THAT(o.link->rate_bits_per_s, DoubleEq(1e9));
+  EXPECT_EQ(o.link->delay, absl::Milliseconds(1));
+  EXPECT_THAT(o.daemon_args, ElementsAre("--ucx_tls=tcp", "--ucx_net_devices=eth0"));
+  ASSERT_OK_AND_ASSIGN(
+      o, Parse({"-np", "2", "--link", "1gbit", "--ucx_tls", "tcp,self", "--", "true"}));
+  EXPECT_THAT(o.daemon_args, ElementsAre("--ucx_tls=tcp,self", "--ucx_net_devices=eth0"));
+}
+
+TEST(ParseRunnerArgsTest, BinaryPathsFromEnvironment) {
+  ASSERT_OK_AND_ASSIGN(RunnerOptions o, Parse({"-np", "1", "--", "true"},
+                                              {{"GRAVACRUN_GRAVACD", "/opt/g/gravacd"}}));
+  EXPECT_EQ(o.gravacd_path, "/opt/g/gravacd");
+  EXPECT_EQ(o.controller_path, "");
+}
+
+TEST(SplitArgsTest, QuotesAndSpaces) {
+  EXPECT_THAT(*SplitArgs(""), IsEmpty());
+  EXPECT_THAT(*SplitArgs("  a  b\tc "), ElementsAre("a", "b", "c"));
+  EXPECT_THAT(*SplitArgs("--x 'y z' \"\" w"), ElementsAre("--x", "y z", "", "w"));
+  EXPECT_THAT(SplitArgs("\"open"), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+std::vector<std::pair<int, int>> Pairs(const std::vector<NodeRanks>& layout) {
+  std::vector<std::pair<int, int>> out;
+  for (const NodeRanks& n : layout) out.emplace_back(n.first_rank, n.local_size);
+  return out;
+}
+
+TEST(RankLayoutTest, NodeMajorWithUnevenNodesFirst) {
+  using P = std::pair<int, int>;
+  EXPECT_THAT(Pairs(RankLayout(4, 2)), ElementsAre(P{0, 2}, P{2, 2}));
+  EXPECT_THAT(Pairs(RankLayout(5, 2)), ElementsAre(P{0, 3}, P{3, 2}));
+  EXPECT_THAT(Pairs(RankLayout(7, 3)), ElementsAre(P{0, 3}, P{3, 2}, P{5, 2}));
+  EXPECT_THAT(Pairs(RankLayout(3, 3)), ElementsAre(P{0, 1}, P{1, 1}, P{2, 1}));
+  EXPECT_THAT(Pairs(RankLayout(1, 1)), ElementsAre(P{0, 1}));
+  EXPECT_THAT(RankLayout(0, 2), IsEmpty());
+}
+
+TEST(RankLayoutTest, CoversEveryRankOnce) {
+  for (int np = 1; np <= 40; ++np) {
+    for (int nodes = 1; nodes <= np; ++nodes) {
+      std::vector<NodeRanks> layout = RankLayout(np, nodes);
+      ASSERT_EQ(layout.size(), static_cast<size_t>(nodes));
+      int next = 0;
+      for (const NodeRanks& n : layout) {
+        EXPECT_EQ(n.first_rank, next);
+        EXPECT_GE(n.local_size, np / nodes);
+        EXPECT_LE(n.local_size, np / nodes + 1);
+        next += n.local_size;
+      }
+      EXPECT_EQ(next, np);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace gravac::runner
