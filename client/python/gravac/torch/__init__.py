@@ -1,0 +1,40 @@
+"""gravac.torch: a Horovod-compatible PyTorch API over gravac.
+
+``import gravac.torch as hvd`` runs common Horovod scripts::
+
+    hvd.init()
+    model = ...; optimizer = torch.optim.SGD(model.parameters(), lr=0.01 * hvd.size())
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(),
+                                         compression=hvd.Compression.gravac())
+
+The job is started by gravacrun (``gravacrun -np 4 --nodes 2 -- python3 train.py``), which sets
+the GRAVAC_* environment init() reads. Tensors are CPU tensors of float32/float64/float16/
+bfloat16/int32/int64/uint8 (other devices are staged through host memory). Failures (mismatched
+shapes across ranks, a dead worker, ...) raise GravacError carrying the daemon's message; the
+name HorovodInternalError is an alias for Horovod scripts that catch it.
+"""
+
+from gravac._gravac import GravacError
+from gravac.torch.compression import Compression, Compressor
+from gravac.torch.functions import (allgather_object, broadcast_object,
+                                    broadcast_optimizer_state, broadcast_parameters)
+from gravac.torch.mpi_ops import (Average, Sum, allgather, allgather_async, allreduce,
+                                  allreduce_, allreduce_async, allreduce_async_, barrier,
+                                  broadcast, broadcast_, broadcast_async, broadcast_async_,
+                                  gloo_built, gloo_enabled, init, is_initialized, local_rank,
+                                  local_size, mpi_built, mpi_enabled, mpi_threads_supported,
+                                  nccl_built, poll, rank, shutdown, size, synchronize)
+from gravac.torch.optimizer import DistributedOptimizer
+
+HorovodInternalError = GravacError
+
+__all__ = [
+    "Average", "Sum", "Compression", "Compressor", "DistributedOptimizer", "GravacError",
+    "HorovodInternalError", "allgather", "allgather_async", "allgather_object", "allreduce",
+    "allreduce_", "allreduce_async", "allreduce_async_", "barrier", "broadcast", "broadcast_",
+    "broadcast_async", "broadcast_async_", "broadcast_object", "broadcast_optimizer_state",
+    "broadcast_parameters", "gloo_built", "gloo_enabled", "init", "is_initialized", "local_rank",
+    "local_size", "mpi_built", "mpi_enabled", "mpi_threads_supported", "nccl_built", "poll",
+    "rank", "shutdown", "size", "synchronize",
+]

@@ -1,0 +1,93 @@
+"""Model and optimizer state helpers (Horovod's ``horovod.torch.functions``).
+
+broadcast_parameters / broadcast_optimizer_state make every replica start from root_rank's
+state; broadcast_object / allgather_object move picklable Python objects (serialized with
+torch.save, so tensors inside them keep their dtype). All of them block until done and raise
+GravacError on failure.
+"""
+
+import io
+
+import torch
+
+from gravac.torch import mpi_ops
+
+
+def broadcast_parameters(params, root_rank, prefix="bcast."):
+    """Overwrites the tensors in `params` with root_rank's, in place.
+
+    `params` is a state_dict (``model.state_dict()``) or a sequence of (name, tensor) pairs
+    (``model.named_parameters()``); tensors are named ``prefix + name``.
+    """
+    if isinstance(params, dict):
+        items = sorted(params.items())
+    elif isinstance(params, (list, tuple)) or hasattr(params, "__iter__"):
+        items = list(params)
+        if any(not isinstance(item, tuple) or len(item) != 2 for item in items):
+            raise ValueError("params must be a dict or a sequence of (name, tensor) pairs")
+    else:
+        raise ValueError("invalid params of type: %s" % type(params))
+    handles = []
+    for name, p in items:
+        if p is None:
+            continue
+        if not torch.is_tensor(p):
+            raise ValueError("broadcast_parameters: %s is a %s, not a tensor" % (name, type(p)))
+        handles.append(mpi_ops.broadcast_async_(p, root_rank, prefix + str(name)))
+    error = None
+    for handle in handles:
+        try:
+            mpi_ops.synchronize(handle)
+        except Exception as e:  # wait for the others: their buffers are still written
+            error = error or e
+    if error is not None:
+        raise error
+
+
+def _to_bytes(obj):
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    return torch.frombuffer(bytearray(buffer.getvalue()), dtype=torch.uint8)
+
+
+def _from_bytes(tensor):
+    return torch.load(io.BytesIO(tensor.numpy().tobytes()), map_location="cpu")
+
+
+def broadcast_object(obj, root_rank=0, name=None):
+    """root_rank's `obj` (any object torch.save can serialize) on every rank."""
+    name = name or mpi_ops._state.auto_name("broadcast_object", None)
+    if mpi_ops.rank() == root_rank:
+        payload = _to_bytes(obj)
+        length = torch.tensor([payload.numel()], dtype=torch.int64)
+    else:
+        payload = None
+        length = torch.zeros(1, dtype=torch.int64)
+    mpi_ops.broadcast_(length, root_rank, name + ".len")
+    if payload is None:
+        payload = torch.zeros(int(length.item()), dtype=torch.uint8)
+    mpi_ops.broadcast_(payload, root_rank, name + ".data")
+    return obj if mpi_ops.rank() == root_rank else _from_bytes(payload)
+
+
+def allgather_object(obj, name=None):
+    """The list of every rank's `obj`, in rank order."""
+    name = name or mpi_ops._state.auto_name("allgather_object", None)
+    payload = _to_bytes(obj)
+    lengths = mpi_ops.synchronize(mpi_ops.allgather_async(
+        torch.tensor([payload.numel()], dtype=torch.int64), name + ".len"))
+    gathered = mpi_ops.synchronize(mpi_ops.allgather_async(payload, name + ".data"))
+    result, offset = [], 0
+    for n in lengths.tolist():
+        result.append(_from_bytes(gathered[offset:offset + n]))
+        offset += n
+    return result
+
+
+def broadcast_optimizer_state(optimizer, root_rank, name="optimizer_state"):
+    """Loads root_rank's optimizer state (state and param_groups options) on every rank."""
+    if isinstance(optimizer, torch.optim.LBFGS):
+        raise ValueError("cannot broadcast torch.optim.LBFGS state")
+    state_dict = broadcast_object(optimizer.state_dict(), root_rank, name)
+    if mpi_ops.rank() != root_rank:
+        optimizer.load_state_dict(state_dict)

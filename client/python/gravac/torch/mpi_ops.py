@@ -1,0 +1,436 @@
+"""Collective operations on PyTorch tensors (Horovod's ``horovod.torch.mpi_ops`` API).
+
+Tensors cross to the daemon as raw pointers of contiguous CPU buffers: non-contiguous inputs
+are made contiguous and tensors on other devices are staged through host memory (results go back
+to the tensor's device). Every collective is asynchronous underneath: ``*_async`` calls return an
+integer handle at once (the input has already been copied into the daemon's shared memory), and
+``synchronize(handle)`` waits for the result; the blocking calls are ``synchronize(*_async(...))``.
+
+Tensor names identify a collective across ranks; unnamed tensors get ``<op>.noname.<n>`` from a
+per-process counter, so every rank must issue unnamed collectives in the same order (as in
+Horovod). A name may be in flight once per worker at a time.
+
+Process state: :func:`init` opens one connection (a gravac._gravac.Context) per process; all
+functions here use it. The module is safe to call from several Python threads; a handle is
+synchronized once.
+"""
+
+import atexit
+import itertools
+import threading
+
+import torch
+
+from gravac import _gravac
+from gravac._gravac import GravacError
+
+# Reduction ops (Horovod's constants).
+Average = _gravac.AVERAGE
+Sum = _gravac.SUM
+
+_DTYPES = {
+    torch.float32: _gravac.FLOAT32,
+    torch.float64: _gravac.FLOAT64,
+    torch.float16: _gravac.FLOAT16,
+    torch.bfloat16: _gravac.BFLOAT16,
+    torch.int32: _gravac.INT32,
+    torch.int64: _gravac.INT64,
+    torch.uint8: _gravac.UINT8,
+}
+
+
+class _Pending:
+    """A request in flight with the buffers it reads/writes and how to produce the result."""
+
+    __slots__ = ("request", "keep", "finish", "name")
+
+    def __init__(self, request, keep, finish, name):
+        self.request = request
+        self.keep = keep  # tensors the daemon writes into: alive until completion
+        self.finish = finish  # () -> result tensor, after a successful wait
+        self.name = name
+
+
+class _State:
+    """The process's connection and bookkeeping (the one piece of module state, as Horovod)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.context = None
+        self.handles = {}
+        self.next_handle = itertools.count(1)
+        self.noname = {}
+        self.atexit_registered = False
+        # Training steps are numbered per process, across every DistributedOptimizer, so that
+        # each tensor name sees increasing steps (the daemon relies on it).
+        self.train_step = 0
+        self.optimizers = itertools.count()
+
+    def ctx(self):
+        context = self.context
+        if context is None or context.closed:
+            raise ValueError("gravac has not been initialized; use gravac.torch.init().")
+        return context
+
+    def auto_name(self, kind, name):
+        if name is not None:
+            return str(name)
+        with self.lock:
+            counter = self.noname.setdefault(kind, itertools.count())
+            return "%s.noname.%d" % (kind, next(counter))
+
+    def add(self, pending):
+        with self.lock:
+            handle = next(self.next_handle)
+            self.handles[handle] = pending
+            return handle
+
+    def get(self, handle):
+        with self.lock:
+            pending = self.handles.get(handle)
+        if pending is None:
+            raise ValueError("unknown or already synchronized gravac handle %r" % (handle,))
+        return pending
+
+    def pop(self, handle):
+        with self.lock:
+            pending = self.handles.pop(handle, None)
+        if pending is None:
+            raise ValueError("unknown or already synchronized gravac handle %r" % (handle,))
+        return pending
+
+
+_state = _State()
+
+
+def init(comm=None, process_sets=None):
+    """Connects this worker to its node's daemon (from the GRAVAC_* environment).
+
+    Idempotent. ``comm`` and ``process_sets`` exist for Horovod compatibility and must be None:
+    a gravac job always spans all ranks. Raises GravacError when the daemon cannot be reached.
+    """
+    if comm is not None or process_sets is not None:
+        raise ValueError("gravac jobs span all ranks: comm and process_sets are not supported")
+    with _state.lock:
+        if _state.context is not None and not _state.context.closed:
+            return
+    context = _gravac.Context.from_environment()
+    with _state.lock:
+        _state.context = context
+        _state.handles.clear()
+        _state.noname.clear()
+        if not _state.atexit_registered:
+            atexit.register(shutdown)
+            _state.atexit_registered = True
+
+
+def shutdown():
+    """Tells the daemon this worker is done; pending requests fail. Idempotent."""
+    with _state.lock:
+        context, _state.context = _state.context, None
+        _state.handles.clear()
+    if context is not None and not context.closed:
+        context.shutdown()
+
+
+def is_initialized():
+    return _state.context is not None and not _state.context.closed
+
+
+def rank():
+    return _state.ctx().rank
+
+
+def size():
+    return _state.ctx().size
+
+
+def local_rank():
+    return _state.ctx().local_rank
+
+
+def local_size():
+    return _state.ctx().local_size
+
+
+def mpi_built():
+    """False: gravac does not use MPI (nor Gloo or NCCL from Python); for Horovod scripts."""
+    return False
+
+
+def gloo_built():
+    return False
+
+
+def nccl_built():
+    return False
+
+
+def mpi_enabled():
+    return False
+
+
+def gloo_enabled():
+    return False
+
+
+def mpi_threads_supported():
+    return False
+
+
+def barrier():
+    """Blocks until every rank called barrier()."""
+    _state.ctx().barrier()
+
+
+def _dtype_code(tensor, name):
+    code = _DTYPES.get(tensor.dtype)
+    if code is None:
+        raise ValueError("tensor '%s': dtype %s is not supported by gravac (supported: %s)"
+                         % (name, tensor.dtype, ", ".join(str(d) for d in _DTYPES)))
+    return code
+
+
+def _host_buffer(tensor):
+    """A contiguous CPU tensor with the data of `tensor`; `tensor` itself (detached) if possible."""
+    buf = tensor.detach()
+    if buf.device.type != "cpu":
+        buf = buf.cpu()
+    if not buf.is_contiguous():
+        buf = buf.contiguous()
+    return buf
+
+
+def _shares_memory(buf, tensor):
+    return (tensor.device.type == "cpu" and tensor.is_contiguous()
+            and buf.data_ptr() == tensor.data_ptr())
+
+
+def _resolve_op(average, op):
+    if op is None:
+        if average is None or average:
+            return Average
+        return Sum
+    if average is not None:
+        raise ValueError("op and average are mutually exclusive")
+    if op not in (Average, Sum):
+        raise ValueError("op %r is not supported by gravac (use Average or Sum)" % (op,))
+    return op
+
+
+def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor, step=-1,
+                     samples=0, compress=False):
+    """Allreduce of `tensor` into `output` (None: a new tensor; may be `tensor` for in place)."""
+    context = _state.ctx()
+    name = _state.auto_name("allreduce", name)
+    code = _dtype_code(tensor, name)
+    in_place = output is tensor
+    buf = _host_buffer(tensor)
+    if prescale_factor != 1.0:
+        if in_place and _shares_memory(buf, tensor):
+            buf.mul_(prescale_factor)
+        else:
+            buf = (buf * prescale_factor).contiguous()
+    if in_place:
+        out = buf
+    else:
+        out = torch.empty_like(buf, memory_format=torch.contiguous_format)
+    request = context.allreduce_async(name, buf.data_ptr(), out.data_ptr(), list(buf.shape), code,
+                                      op, step, samples, bool(compress))
+
+    def finish():
+        if postscale_factor != 1.0:
+            out.mul_(postscale_factor)
+        if in_place:
+            if not _shares_memory(out, tensor):
+                tensor.detach().copy_(out)
+            return tensor
+        return out if tensor.device.type == "cpu" else out.to(tensor.device)
+
+    return _state.add(_Pending(request, (buf, out, tensor), finish, name))
+
+
+def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+                    postscale_factor=1.0):
+    """Starts an allreduce of `tensor` into a new tensor; returns a handle for synchronize()."""
+    return _allreduce_async(tensor, None, name, _resolve_op(average, op), prescale_factor,
+                            postscale_factor)
+
+
+def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+                     postscale_factor=1.0):
+    """Starts an in-place allreduce of `tensor`; returns a handle for synchronize()."""
+    return _allreduce_async(tensor, tensor, name, _resolve_op(average, op), prescale_factor,
+                            postscale_factor)
+
+
+class _AllreduceFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor):
+        ctx.op = op
+        ctx.prescale_factor = prescale_factor
+        ctx.postscale_factor = postscale_factor
+        handle = _allreduce_async(tensor, None, name, op, prescale_factor, postscale_factor)
+        return synchronize(handle)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        handle = _allreduce_async(grad_output, None, None, ctx.op, ctx.prescale_factor,
+                                  ctx.postscale_factor)
+        return synchronize(handle), None, None, None, None
+
+
+def allreduce(tensor, average=None, name=None, compression=None, op=None, prescale_factor=1.0,
+              postscale_factor=1.0):
+    """Sum or average of `tensor` over all ranks, as a new tensor (differentiable).
+
+    `compression` is a Compressor (gravac.torch.Compression.*); GraVAC compressors let the daemon
+    compress the tensor at the job's compression factor.
+    """
+    op = _resolve_op(average, op)
+    if compression is None:
+        return _AllreduceFunction.apply(tensor, name, op, prescale_factor, postscale_factor)
+    compressed, cctx = compression.compress(tensor)
+    handle = _allreduce_async(compressed, None, name, op, prescale_factor, postscale_factor,
+                              compress=_daemon_compress(compression, compressed))
+    return compression.decompress(synchronize(handle), cctx)
+
+
+def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+               postscale_factor=1.0):
+    """In-place sum or average of `tensor` over all ranks; returns `tensor`."""
+    return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor,
+                                        postscale_factor))
+
+
+def _daemon_compress(compression, tensor):
+    return bool(getattr(compression, "daemon_compress", False)) and tensor.dtype == torch.float32
+
+
+def allgather_async(tensor, name=None):
+    """Starts an allgather (concatenation along dim 0 in rank order; first dims may differ)."""
+    context = _state.ctx()
+    name = _state.auto_name("allgather", name)
+    code = _dtype_code(tensor, name)
+    buf = _host_buffer(tensor)
+    if buf.dim() == 0:
+        buf = buf.reshape(1)
+    row_shape = tuple(buf.shape[1:])
+    request = context.allgather_async(name, buf.data_ptr(), list(buf.shape), code)
+
+    def finish():
+        total, nbytes = request.allgather_size()
+        out = torch.empty((total,) + row_shape, dtype=buf.dtype)
+        if nbytes:
+            request.allgather_copy(out.data_ptr(), nbytes)
+        return out if tensor.device.type == "cpu" else out.to(tensor.device)
+
+    return _state.add(_Pending(request, (buf,), finish, name))
+
+
+class _AllgatherFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, name):
+        ctx.dim0 = tensor.shape[0] if tensor.dim() > 0 else 1
+        return synchronize(allgather_async(tensor, name))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        summed = synchronize(_allreduce_async(grad_output, None, None, Sum, 1.0, 1.0))
+        dims = synchronize(allgather_async(torch.tensor([ctx.dim0], dtype=torch.int64)))
+        offset = int(dims[:rank()].sum())
+        return summed.narrow(0, offset, ctx.dim0), None
+
+
+def allgather(tensor, name=None):
+    """Concatenation of every rank's `tensor` along dim 0 in rank order (differentiable)."""
+    return _AllgatherFunction.apply(tensor, name)
+
+
+def _broadcast_async(tensor, output, root_rank, name):
+    context = _state.ctx()
+    name = _state.auto_name("broadcast", name)
+    code = _dtype_code(tensor, name)
+    in_place = output is tensor
+    buf = _host_buffer(tensor)
+    if not in_place and _shares_memory(buf, tensor):
+        buf = buf.clone()
+    request = context.broadcast_async(name, buf.data_ptr(), list(buf.shape), code, int(root_rank))
+
+    def finish():
+        if in_place:
+            if not _shares_memory(buf, tensor):
+                tensor.detach().copy_(buf)
+            return tensor
+        return buf if tensor.device.type == "cpu" else buf.to(tensor.device)
+
+    return _state.add(_Pending(request, (buf, tensor), finish, name))
+
+
+def broadcast_async(tensor, root_rank, name=None):
+    """Starts a broadcast of root_rank's `tensor` into a new tensor; returns a handle."""
+    return _broadcast_async(tensor, None, root_rank, name)
+
+
+def broadcast_async_(tensor, root_rank, name=None):
+    """Starts an in-place broadcast of root_rank's `tensor`; returns a handle."""
+    return _broadcast_async(tensor, tensor, root_rank, name)
+
+
+class _BroadcastFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, root_rank, name):
+        ctx.root_rank = root_rank
+        return synchronize(broadcast_async(tensor, root_rank, name))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        summed = synchronize(_allreduce_async(grad_output, None, None, Sum, 1.0, 1.0))
+        if rank() != ctx.root_rank:
+            summed = summed * 0
+        return summed, None, None
+
+
+def broadcast(tensor, root_rank, name=None):
+    """root_rank's `tensor` on every rank, as a new tensor (differentiable)."""
+    return _BroadcastFunction.apply(tensor, root_rank, name)
+
+
+def broadcast_(tensor, root_rank, name=None):
+    """Overwrites `tensor` with root_rank's on every rank; returns `tensor`."""
+    return synchronize(broadcast_async_(tensor, root_rank, name))
+
+
+def poll(handle):
+    """True when the operation of `handle` completed (synchronize() will not block)."""
+    return _state.get(handle).request.poll()
+
+
+def _wait(handle):
+    """Waits for `handle`; returns (result tensor, (theta, collective, decision_epoch))."""
+    pending = _state.pop(handle)
+    pending.request.wait()
+    result = pending.finish()
+    try:
+        info = pending.request.info()
+    except GravacError:
+        info = None
+    return result, info
+
+
+def synchronize(handle):
+    """Waits for the operation of `handle` and returns its result tensor.
+
+    Raises GravacError with the daemon's message (it names the rank, tensor and field) when the
+    operation failed on any rank, e.g. for mismatched shapes.
+    """
+    return _wait(handle)[0]
+
+
+__all__ = [
+    "Average", "Sum", "GravacError", "init", "shutdown", "is_initialized", "rank", "size",
+    "local_rank", "local_size", "barrier", "mpi_built", "gloo_built", "nccl_built",
+    "mpi_enabled", "gloo_enabled", "mpi_threads_supported", "allreduce", "allreduce_", "allreduce_async",
+    "allreduce_async_", "allgather", "allgather_async", "broadcast", "broadcast_",
+    "broadcast_async", "broadcast_async_", "poll", "synchronize",
+]

@@ -1,0 +1,259 @@
+// gravac._gravac: the Python extension over the C API (gravac/gravac.h). It knows nothing about
+// PyTorch: the pure-Python package (gravac.torch) passes raw data pointers, shapes and dtype codes
+// of contiguous CPU buffers and keeps the buffers alive until their requests complete.
+//
+// Errors: every failed call raises gravac._gravac.GravacError (a RuntimeError) whose message is
+// the C API's (the daemon's message for a failed request: it names the rank, tensor and field);
+// the exception carries `status` (e.g. "GRAVAC_ERR_MISMATCH") and `code` (the gravac_status).
+//
+// Blocking and the GIL: Request.wait, Context.barrier and Context.shutdown release the GIL while
+// they block; everything else returns at once (the *_async calls copy their input before
+// returning). Thread-safety: as gravac.h; a Context may be used from several Python threads, a
+// Request by one at a time.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "gravac/gravac.h"
+
+namespace py = pybind11;
+
+namespace gravac::python {
+namespace {
+
+constexpr char kModuleName[] = "gravac._gravac";
+
+// Raises GravacError(message) with .status and .code set.
+[[noreturn]] void Raise(gravac_status status, const std::string& message) {
+  py::object type = py::module_::import(kModuleName).attr("GravacError");
+  std::string text = message.empty() ? std::string(gravac_status_string(status)) : message;
+  py::object error = type(text);
+  error.attr("status") = py::str(gravac_status_string(status));
+  error.attr("code") = py::int_(static_cast<int>(status));
+  PyErr_SetObject(type.ptr(), error.ptr());
+  throw py::error_already_set();
+}
+
+void* AsPointer(uintptr_t address) { return reinterpret_cast<void*>(address); }
+
+gravac_dtype AsDtype(int code) {
+  if (code < GRAVAC_FLOAT32 || code > GRAVAC_UINT8) {
+    Raise(GRAVAC_ERR_INVALID, "unknown dtype code " + std::to_string(code));
+  }
+  return static_cast<gravac_dtype>(code);
+}
+
+// One pending or completed collective. Owns its gravac_request; the buffers it writes are kept
+// alive by the Python caller.
+class Request {
+ public:
+  explicit Request(gravac_request* req) : req_(req) {}
+  Request(const Request&) = delete;
+  Request& operator=(const Request&) = delete;
+  ~Request() { gravac_request_free(req_); }
+
+  // Blocks (GIL released) until the request completes; raises its error.
+  void Wait() {
+    gravac_status s;
+    {
+      py::gil_scoped_release release;
+      s = gravac_wait(req_);
+    }
+    if (s != GRAVAC_OK) Raise(s, gravac_request_error(req_));
+  }
+
+  // True once the request completed (successfully or not); never blocks.
+  bool Poll() {
+    int done = 0;
+    gravac_status s = gravac_poll(req_, &done);
+    if (s != GRAVAC_OK) Raise(s, gravac_request_error(req_));
+    return done != 0;
+  }
+
+  // (theta, collective, decision_epoch) of a completed request.
+  std::tuple<double, std::string, int64_t> Info() const {
+    gravac_result_info info{};
+    gravac_status s = gravac_result_info_get(req_, &info);
+    if (s != GRAVAC_OK) Raise(s, "result info unavailable");
+    info.collective[sizeof(info.collective) - 1] = '\0';
+    return {info.theta, std::string(info.collective), info.decision_epoch};
+  }
+
+  // Allgather: (first_dim_total, result bytes) after a successful wait.
+  std::pair<int64_t, size_t> AllgatherSize() const {
+    int64_t total = 0;
+    size_t bytes = 0;
+    gravac_status s = gravac_allgather_result(req_, &total, nullptr, 0);
+    if (s == GRAVAC_OK) s = gravac_allgather_result_bytes(req_, &bytes);
+    if (s != GRAVAC_OK) Raise(s, "allgather result unavailable");
+    return {total, bytes};
+  }
+
+  // Allgather: copies the result into the buffer at `out` (out_bytes long).
+  void AllgatherCopy(uintptr_t out, size_t out_bytes) const {
+    gravac_status s = gravac_allgather_result(req_, nullptr, AsPointer(out), out_bytes);
+    if (s != GRAVAC_OK) Raise(s, "allgather result does not fit the output buffer");
+  }
+
+  std::string Error() const { return gravac_request_error(req_); }
+
+ private:
+  gravac_request* req_;
+};
+
+// One worker's connection to its node's daemon.
+class Context {
+ public:
+  explicit Context(gravac_context* ctx) : ctx_(ctx) {}
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+  ~Context() {
+    if (ctx_ != nullptr) {
+      gravac_context* ctx = std::exchange(ctx_, nullptr);
+      py::gil_scoped_release release;
+      gravac_shutdown(ctx);
+    }
+  }
+
+  // From the GRAVAC_* environment; blocks (GIL released) up to the connect timeout.
+  static std::unique_ptr<Context> FromEnvironment() {
+    gravac_context* ctx = nullptr;
+    char error[1024] = {0};
+    gravac_status s;
+    {
+      py::gil_scoped_release release;
+      s = gravac_init_verbose(&ctx, error, sizeof(error));
+    }
+    if (s != GRAVAC_OK) Raise(s, std::string("gravac init failed: ") + error);
+    return std::make_unique<Context>(ctx);
+  }
+
+  int rank() const { return gravac_rank(Checked()); }
+  int size() const { return gravac_size(Checked()); }
+  int local_rank() const { return gravac_local_rank(Checked()); }
+  int local_size() const { return gravac_local_size(Checked()); }
+  bool closed() const { return ctx_ == nullptr; }
+
+  std::unique_ptr<Request> AllreduceAsync(const std::string& name, uintptr_t in, uintptr_t out,
+                                          const std::vector<int64_t>& shape, int dtype, int op,
+                                          int64_t step, int64_t samples, bool compress) {
+    gravac_tensor_options options{step, samples, compress ? 1 : 0};
+    if (op != GRAVAC_SUM && op != GRAVAC_AVERAGE) {
+      Raise(GRAVAC_ERR_INVALID, "tensor '" + name + "': unknown op " + std::to_string(op));
+    }
+    gravac_request* req = nullptr;
+    Check(gravac_allreduce_async(Checked(), name.c_str(), AsPointer(in), AsPointer(out),
+                                 shape.data(), static_cast<int>(shape.size()), AsDtype(dtype),
+                                 static_cast<gravac_op>(op), &options, &req));
+    return std::make_unique<Request>(req);
+  }
+
+  std::unique_ptr<Request> AllgatherAsync(const std::string& name, uintptr_t in,
+                                          const std::vector<int64_t>& shape, int dtype) {
+    gravac_request* req = nullptr;
+    Check(gravac_allgather_async(Checked(), name.c_str(), AsPointer(in), shape.data(),
+                                 static_cast<int>(shape.size()), AsDtype(dtype), &req));
+    return std::make_unique<Request>(req);
+  }
+
+  std::unique_ptr<Request> BroadcastAsync(const std::string& name, uintptr_t data,
+                                          const std::vector<int64_t>& shape, int dtype,
+                                          int root_rank) {
+    gravac_request* req = nullptr;
+    Check(gravac_broadcast_async(Checked(), name.c_str(), AsPointer(data), shape.data(),
+                                 static_cast<int>(shape.size()), AsDtype(dtype), root_rank, &req));
+    return std::make_unique<Request>(req);
+  }
+
+  void Barrier() {
+    gravac_context* ctx = Checked();
+    gravac_status s;
+    {
+      py::gil_scoped_release release;
+      s = gravac_barrier(ctx);
+    }
+    Check(s);
+  }
+
+  // Says goodbye to the daemon and frees the context; later calls raise. Idempotent.
+  void Shutdown() {
+    if (ctx_ == nullptr) return;
+    gravac_context* ctx = std::exchange(ctx_, nullptr);
+    gravac_status s;
+    {
+      py::gil_scoped_release release;
+      s = gravac_shutdown(ctx);
+    }
+    if (s != GRAVAC_OK) Raise(s, "gravac shutdown failed");
+  }
+
+ private:
+  gravac_context* Checked() const {
+    if (ctx_ == nullptr) Raise(GRAVAC_ERR_SHUTDOWN, "gravac context is shut down");
+    return ctx_;
+  }
+  void Check(gravac_status s) const {
+    if (s != GRAVAC_OK) Raise(s, gravac_last_error(ctx_));
+  }
+
+  gravac_context* ctx_;
+};
+
+}  // namespace
+}  // namespace gravac::python
+
+PYBIND11_MODULE(_gravac, m) {
+  using gravac::python::Context;
+  using gravac::python::Request;
+  m.doc() = "gravac C API binding (use the gravac / gravac.torch packages)";
+
+  PyObject* error = PyErr_NewException("gravac._gravac.GravacError", PyExc_RuntimeError, nullptr);
+  if (error == nullptr) throw py::error_already_set();
+  m.add_object("GravacError", py::reinterpret_steal<py::object>(error));
+
+  m.attr("FLOAT32") = static_cast<int>(GRAVAC_FLOAT32);
+  m.attr("FLOAT64") = static_cast<int>(GRAVAC_FLOAT64);
+  m.attr("FLOAT16") = static_cast<int>(GRAVAC_FLOAT16);
+  m.attr("BFLOAT16") = static_cast<int>(GRAVAC_BFLOAT16);
+  m.attr("INT32") = static_cast<int>(GRAVAC_INT32);
+  m.attr("INT64") = static_cast<int>(GRAVAC_INT64);
+  m.attr("UINT8") = static_cast<int>(GRAVAC_UINT8);
+  m.attr("SUM") = static_cast<int>(GRAVAC_SUM);
+  m.attr("AVERAGE") = static_cast<int>(GRAVAC_AVERAGE);
+  m.def("dtype_size", [](int code) { return gravac_dtype_size(static_cast<gravac_dtype>(code)); });
+  m.def("status_string", [](int code) {
+    return std::string(gravac_status_string(static_cast<gravac_status>(code)));
+  });
+
+  py::class_<Request>(m, "Request")
+      .def("wait", &Request::Wait, "Blocks until done (GIL released); raises GravacError.")
+      .def("poll", &Request::Poll, "True once done; never blocks.")
+      .def("info", &Request::Info, "(theta, collective, decision_epoch) of a completed request.")
+      .def("allgather_size", &Request::AllgatherSize, "(first_dim_total, bytes) after wait().")
+      .def("allgather_copy", &Request::AllgatherCopy, py::arg("out"), py::arg("out_bytes"))
+      .def("error", &Request::Error);
+
+  py::class_<Context>(m, "Context")
+      .def_static("from_environment", &Context::FromEnvironment,
+                  "Connects to the node's daemon from the GRAVAC_* environment.")
+      .def_property_readonly("rank", &Context::rank)
+      .def_property_readonly("size", &Context::size)
+      .def_property_readonly("local_rank", &Context::local_rank)
+      .def_property_readonly("local_size", &Context::local_size)
+      .def_property_readonly("closed", &Context::closed)
+      .def("allreduce_async", &Context::AllreduceAsync, py::arg("name"), py::arg("inp"),
+           py::arg("out"), py::arg("shape"), py::arg("dtype"), py::arg("op"), py::arg("step") = -1,
+           py::arg("samples") = 0, py::arg("compress") = false)
+      .def("allgather_async", &Context::AllgatherAsync, py::arg("name"), py::arg("inp"),
+           py::arg("shape"), py::arg("dtype"))
+      .def("broadcast_async", &Context::BroadcastAsync, py::arg("name"), py::arg("data"),
+           py::arg("shape"), py::arg("dtype"), py::arg("root_rank"))
+      .def("barrier", &Context::Barrier)
+      .def("shutdown", &Context::Shutdown);
+}
