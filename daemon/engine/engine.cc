@@ -187,13 +187,17 @@ class EngineCore {
         in.done(std::move(r));
         continue;
       }
-      std::string error = Validate(in.tensor, me);
+      const absl::Status& local = in.tensor.local_status;
+      const bool mismatch = local.code() == absl::StatusCode::kFailedPrecondition;
+      std::string error =
+          local.ok() ? Validate(in.tensor, me) : std::string(local.message());
       // posted_at_ns is absl::GetCurrentTimeNanos() time; ignore implausible values.
       const int64_t posted = in.tensor.posted_at_ns;
       const bool plausible =
           posted > 0 && posted <= now_ns && now_ns - posted < int64_t{3600} * 1000000000;
       in.tensor.spec.samples = in.tensor.samples;
-      message->ready.push_back(negotiator_.MakeEntry(in.tensor.spec, std::move(error)));
+      message->ready.push_back(
+          negotiator_.MakeEntry(in.tensor.spec, std::move(error), mismatch));
       locals_.emplace(name, Local{std::move(in.tensor), std::move(in.done),
                                   plausible ? posted : in.enqueued_ns});
     }

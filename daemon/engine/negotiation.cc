@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "core/absl_compat.h"
@@ -16,7 +17,7 @@ constexpr uint32_t kMagic = 0x474e4547;  // "GENG"
 constexpr uint8_t kVersion = 1;
 constexpr size_t kMaxStepDecisions = 4096;
 
-enum EntryFlags : uint8_t { kCached = 1, kHasError = 2 };
+enum EntryFlags : uint8_t { kCached = 1, kHasError = 2, kMismatch = 4 };
 enum MessageFlags : uint8_t { kFailed = 1, kShutdown = 2, kGiveUp = 4, kGiveUpMovedOn = 8 };
 
 void PutSpec(ByteWriter& w, const TensorSpec& s) {
@@ -93,7 +94,8 @@ std::vector<uint8_t> EncodeMessage(const NodeMessage& m) {
   }
   w.Put<uint32_t>(static_cast<uint32_t>(m.ready.size()));
   for (const ReadyEntry& e : m.ready) {
-    w.Put<uint8_t>((e.cached ? kCached : 0) | (e.error.empty() ? 0 : kHasError));
+    w.Put<uint8_t>((e.cached ? kCached : 0) | (e.error.empty() ? 0 : kHasError) |
+                   (e.mismatch ? kMismatch : 0));
     if (e.cached) {
       w.Put<uint32_t>(e.cache_id);
     } else {
@@ -145,6 +147,7 @@ absl::StatusOr<NodeMessage> DecodeMessage(absl::Span<const uint8_t> bytes) {
     e.spec.step = r.Get<int64_t>();
     e.spec.samples = r.Get<int64_t>();
     if (f & kHasError) e.error = r.GetString();
+    e.mismatch = (f & kMismatch) != 0;
     m.ready.push_back(std::move(e));
   }
   if (!r.ok() || !r.done()) return absl::DataLossError("engine: malformed negotiation message");
@@ -191,10 +194,12 @@ std::string Negotiator::CacheKey(const TensorSpec& s) {
   return std::string(bytes.begin(), bytes.end());
 }
 
-ReadyEntry Negotiator::MakeEntry(const TensorSpec& spec, std::string error) const {
+ReadyEntry Negotiator::MakeEntry(const TensorSpec& spec, std::string error,
+                                 bool mismatch) const {
   ReadyEntry e;
   e.spec = spec;
   e.error = std::move(error);
+  e.mismatch = mismatch && !e.error.empty();
   auto it = cache_ids_.find(CacheKey(spec));
   if (it != cache_ids_.end()) {
     e.cached = true;
@@ -358,17 +363,24 @@ absl::StatusOr<CycleOutcome> Negotiator::Process(absl::Span<const NodeMessage> m
   for (const auto& [order, name] : complete) {
     Pending& p = pending_.at(name);
     std::string error;
+    bool node_mismatch = false;
     for (int n = 0; n < P && error.empty(); ++n) {
       if (!p.per_node[n]->error.empty()) {
+        node_mismatch = p.per_node[n]->mismatch;
         const int nodes[] = {n};
-        error = absl::StrFormat("tensor '%s': ranks %s: %s", name, FormatRanks(layout_, nodes),
-                                p.per_node[n]->error);
+        const std::string& e = p.per_node[n]->error;
+        // A local disagreement already names the tensor and its ranks.
+        error = absl::StartsWith(e, absl::StrFormat("tensor '%s'", name))
+                    ? e
+                    : absl::StrFormat("tensor '%s': ranks %s: %s", name,
+                                      FormatRanks(layout_, nodes), e);
       }
     }
     // A node's own bad input (e.g. a non-finite gradient) is InvalidArgument; ranks that
     // disagree on the tensor are FailedPrecondition, which clients report as a mismatch.
     if (!error.empty()) {
-      out.failed.push_back({name, absl::InvalidArgumentError(error)});
+      out.failed.push_back({name, node_mismatch ? absl::FailedPreconditionError(error)
+                                                : absl::InvalidArgumentError(error)});
     } else if (error = CheckAgreement(name, p); !error.empty()) {
       out.failed.push_back({name, absl::FailedPreconditionError(error)});
     } else {

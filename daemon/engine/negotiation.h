@@ -39,6 +39,7 @@ struct ReadyEntry {
   uint32_t cache_id = 0;
   TensorSpec spec;
   std::string error;  // non-empty: this node cannot run the tensor (fails it everywhere)
+  bool mismatch = false;  // the error is a disagreement between ranks (FailedPrecondition)
 };
 
 struct NodeMessage {
@@ -84,7 +85,7 @@ class Negotiator {
   Negotiator(int node_rank, std::vector<NodeLayout> layout);
 
   // This node's entry for a tensor it lists now: the cache id when the spec is known.
-  ReadyEntry MakeEntry(const TensorSpec& spec, std::string error) const;
+  ReadyEntry MakeEntry(const TensorSpec& spec, std::string error, bool mismatch = false) const;
 
   // Applies one cycle's messages (index = node rank). Fails only on messages that break the
   // protocol (unknown cache id, a name listed twice by one node); the engine treats that as fatal.

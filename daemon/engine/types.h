@@ -47,6 +47,10 @@ struct NodeTensor {
   int64_t samples = 0;  // sum of the local workers' spec.samples
   // When the first local worker posted it (for step time and stall reports).
   int64_t posted_at_ns = 0;
+  // Not OK when the node cannot run the tensor, e.g. its local workers disagree on it
+  // (FailedPrecondition). The engine then fails the tensor on every node with this message, so
+  // the other nodes' ranks get the error too instead of waiting; data is not used.
+  absl::Status local_status;
 };
 
 struct TensorResult {

@@ -163,17 +163,27 @@ void WorkerServerImpl::Complete(const std::string& name, Pending pending) {
     inputs.push_back(
         LocalInput{first_rank_ + lr, &post.spec, seg->second.data() + post.offset, post.bytes});
   }
-  absl::Status status;
   if (static_cast<int>(inputs.size()) != options_.local_size) {
-    status = absl::UnavailableError(
+    const absl::Status status = absl::UnavailableError(
         absl::StrFormat("tensor '%s': a local worker's staging segment is gone", name));
-  } else {
-    status = CheckLocalAgreement(inputs);
-  }
-  if (!status.ok()) {
     if (options_.log != nullptr) GRAVAC_LOG(*options_.log, kError, "%s", status.message());
     for (int lr = 0; lr < options_.local_size; ++lr) {
       Respond(lr, pending.posts[lr]->request_id, name, status);
+    }
+    return;
+  }
+  if (absl::Status status = CheckLocalAgreement(inputs); !status.ok()) {
+    // The other nodes' ranks wait for this tensor too: hand it to the engine marked failed, so
+    // it fails on every node with this message (and the local workers get it back from there).
+    if (options_.log != nullptr) GRAVAC_LOG(*options_.log, kError, "%s", status.message());
+    ready.tensor.spec = *inputs[0].spec;
+    ready.tensor.posted_at_ns = pending.first_posted_ns;
+    ready.tensor.local_status = std::move(status);
+    for (auto& post : pending.posts) ready.posts.push_back(std::move(*post));
+    if (serving_) {
+      Deliver(std::move(ready));
+    } else {
+      queued_.push_back(std::move(ready));
     }
     return;
   }

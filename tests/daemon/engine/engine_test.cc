@@ -318,6 +318,28 @@ TEST(EngineTest, MismatchedMetadataFailsEveryNodeNamingRanksAndField) {
   }
 }
 
+// Local workers that disagree are found by the local side; the engine must still fail the tensor
+// on the other nodes (whose ranks wait for it), as a mismatch, with the local side's message.
+TEST(EngineTest, LocalDisagreementFailsEveryNodeAsAMismatch) {
+  Cluster c({2, 2}, Base());
+  const absl::Time start = absl::Now();
+  auto results = RunOnAll(c, [](int n) {
+    NodeTensor t = Allreduce("w", {1.0f, 2.0f}, false, 0);
+    if (n == 0) {
+      t.local_status = absl::FailedPreconditionError(
+          "tensor 'w': shape differs between local ranks: rank 0 has [2], rank 1 has [3]");
+    }
+    return t;
+  });
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  for (const TensorResult& r : results) {
+    EXPECT_THAT(r.status, StatusIs(absl::StatusCode::kFailedPrecondition,
+                                   HasSubstr("rank 0 has [2], rank 1 has [3]")));
+  }
+  auto ok = RunOnAll(c, [](int n) { return Allreduce("after", {1.0f}, false, 1); });
+  for (const TensorResult& r : ok) EXPECT_THAT(r.status, IsOk());
+}
+
 TEST(EngineTest, DifferentNamesFailEveryNodeInsteadOfHanging) {
   EngineOptions o = Base();
   o.mismatch_timeout = absl::Seconds(1);

@@ -34,6 +34,16 @@ class FakeEngine {
   }
 
   void Enqueue(NodeTensor t, DoneCallback done) {
+    if (!t.local_status.ok()) {  // as the engine: fail it with the node's own message
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        local_failed_.push_back(t.spec.name);
+      }
+      TensorResult r;
+      r.status = t.local_status;
+      done(std::move(r));
+      return;
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       names_.push_back(t.spec.name);
@@ -70,6 +80,11 @@ class FakeEngine {
   size_t held() {
     std::lock_guard<std::mutex> lock(mu_);
     return held_.size();
+  }
+  // Tensors that arrived marked failed by the local side (local_status not OK).
+  std::vector<std::string> local_failed() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return local_failed_;
   }
   std::vector<std::string> names() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -115,6 +130,7 @@ class FakeEngine {
   bool hold_ = false;
   std::vector<std::pair<NodeTensor, DoneCallback>> held_;
   std::vector<std::string> names_;
+  std::vector<std::string> local_failed_;
   std::vector<TensorSpec> specs_;
   std::vector<absl::Status> failures_;
 };

@@ -268,7 +268,9 @@ TEST(WorkerServerTest, LocalMismatchFailsEveryLocalWorkerNamingRanksAndField) {
     EXPECT_THAT(std::string(gravac_request_error(r2)), HasSubstr("dtype"));
     gravac_request_free(r2);
   });
+  // Both went to the engine marked failed (so other nodes learn of them), none to be run.
   EXPECT_TRUE(engine.names().empty());
+  EXPECT_THAT(engine.local_failed(), ::testing::UnorderedElementsAre("w", "d"));
 }
 
 TEST(WorkerServerTest, StallWarningNamesMissingRanks) {
