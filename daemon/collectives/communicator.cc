@@ -68,7 +68,7 @@ Communicator::~Communicator() = default;
 
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
     int rank, std::vector<std::unique_ptr<transport::Endpoint>> peers,
-    const CommunicatorOptions& options) {
+    const CommunicatorOptions& options, transport::Transport* transport) {
   const int p = static_cast<int>(peers.size());
   if (p < 1 || p > kMaxWorldSize || rank < 0 || rank >= p) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -82,7 +82,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
                           want ? "the endpoint to that rank" : "null (this rank)"));
     }
   }
-  return std::unique_ptr<Communicator>(new Communicator(rank, std::move(peers), options));
+  auto comm = std::unique_ptr<Communicator>(new Communicator(rank, std::move(peers), options));
+  comm->transport_ = transport;
+  return comm;
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Connect(
@@ -99,7 +101,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Connect(
     if (r == transport.rank()) continue;
     ASSIGN_OR_RETURN(peers[r], transport.Connect(r, addresses[r]));
   }
-  return Create(transport.rank(), std::move(peers), options);
+  return Create(transport.rank(), std::move(peers), options, &transport);
 }
 
 absl::Status Communicator::Begin(const char* collective) {
@@ -350,6 +352,13 @@ absl::Status Communicator::RunRing(absl::Span<const RingStep> steps, DataType ty
       return absl::DeadlineExceededError(
           absl::StrFormat("rank %d: %s: no progress from peer rank %d within %s", rank_,
                           collective_, peer, absl::FormatDuration(options_.op_timeout)));
+    }
+    if (transport_ != nullptr) {
+      // Block in the transport until the network has something for any of the requests.
+      absl::Status waited = transport_->WaitForActivity(std::min(deadline - now, kWaitSlice));
+      if (waited.ok()) continue;
+      if (!absl::IsUnimplemented(waited)) return peer_error(peer, waited);
+      transport_ = nullptr;  // the backend cannot: wait on the head request and sleep below
     }
     if (idle_sleep > absl::ZeroDuration()) {
       absl::SleepFor(std::min(idle_sleep, deadline - now));

@@ -28,7 +28,9 @@
 //    kFailedPrecondition carrying the first error.
 //
 // Thread-safety: thread-compatible; one collective at a time per communicator (it owns the
-// endpoints and a scratch buffer). The Transport that made the endpoints must outlive it.
+// endpoints and a scratch buffer). The Transport that made the endpoints must outlive it; one given
+// the transport (Connect, Create) also uses it directly (WaitForActivity), so no other thread may
+// use that transport during a collective.
 #ifndef GRAVAC_DAEMON_COLLECTIVES_COMMUNICATOR_H_
 #define GRAVAC_DAEMON_COLLECTIVES_COMMUNICATOR_H_
 
@@ -51,20 +53,25 @@ struct CommunicatorOptions {
   size_t chunk_bytes = size_t{1} << 20;  // rounded down to a multiple of 8, at least 8
   int max_inflight_chunks = 4;           // per direction, at least 1
   absl::Duration op_timeout = absl::Seconds(30);
-  // Allreduce and Allgatherv: once nothing has completed for a short spin (a 50us Wait in the
-  // transport), the rank sleeps between tests, from 10us doubling up to this bound, so that ranks
-  // sharing cores (p ranks on a 2-core machine, or a loaded one) leave them to their peers and to
-  // the kernel's network processing instead of spinning; the sockets' buffers keep the links busy
-  // meanwhile. Zero: always wait in the transport (which may spin).
+  // Allreduce and Allgatherv, when idle (nothing completed). A communicator given its transport
+  // (Connect, or Create with one) whose backend supports Transport::WaitForActivity (ucx) blocks
+  // there, in the kernel, until the network has something for it, and ignores this. Otherwise
+  // (no transport given, loopback), once nothing has completed for a short spin (a 50us Wait in
+  // the transport), the rank sleeps between tests, from 10us doubling up to this bound, so that
+  // ranks sharing cores (p ranks on a 2-core machine, or a loaded one) leave them to their peers
+  // and to the kernel's network processing instead of spinning; the sockets' buffers keep the
+  // links busy meanwhile. Zero: always wait in the transport (which may spin).
   absl::Duration max_idle_sleep = absl::Microseconds(200);
 };
 
 class Communicator {
  public:
   // peers[r] is the endpoint to rank r; peers[rank] must be null. 1 <= world_size <= 16384.
+  // `transport`, when given, is the one that made the endpoints (not owned; it must outlive the
+  // communicator): idle collectives then block in its WaitForActivity (see max_idle_sleep).
   static absl::StatusOr<std::unique_ptr<Communicator>> Create(
       int rank, std::vector<std::unique_ptr<transport::Endpoint>> peers,
-      const CommunicatorOptions& options);
+      const CommunicatorOptions& options, transport::Transport* transport = nullptr);
 
   // Connects `transport` to every peer using addresses[r] (e.g. from FileRendezvous), then
   // Create. Does not wait for the peers: the first collective does.
@@ -128,6 +135,9 @@ class Communicator {
 
   const int rank_;
   std::vector<std::unique_ptr<transport::Endpoint>> peers_;
+  // The transport that made the endpoints, when given (Connect, Create); null once it turned out
+  // not to support WaitForActivity. RunRing waits on it when idle.
+  transport::Transport* transport_ = nullptr;
   CommunicatorOptions options_;
   const char* collective_ = "";  // the collective running, for messages
   uint64_t seq_ = 0;             // of the collective running; 32 bits of the tag

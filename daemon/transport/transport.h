@@ -28,9 +28,10 @@
 // or may not have been delivered). Requests and Endpoints must be destroyed before the Transport
 // that made them.
 //
-// Blocking. Only Request::Wait blocks (up to its timeout). Isend, Irecv, Connect, Test, Progress
-// and Close return promptly. Backends that need explicit progress (UCX) drive it from Test, Wait
-// and Progress, so a caller that only ever waits on its requests makes progress.
+// Blocking. Only Request::Wait and Transport::WaitForActivity block (up to their timeout).
+// Isend, Irecv, Connect, Test, Progress and Close return promptly. Backends that need explicit
+// progress (UCX) drive it from Test, Wait, WaitForActivity and Progress, so a caller that only
+// ever waits on its requests makes progress.
 //
 // Errors and timeouts. Operations return absl::Status, never throw. A peer that closed its
 // endpoint, or died in a way the backend can see, fails the pending and later requests on that
@@ -55,6 +56,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 
 namespace gravac::transport {
@@ -141,6 +143,18 @@ class Transport {
 
   // Drives pending operations without blocking; a no-op for backends that need none.
   virtual absl::Status Progress() = 0;
+
+  // For a caller that polls several requests (the collectives): progresses, then blocks until
+  // the backend sees activity that may complete one of this transport's requests or `timeout`
+  // passes, without spinning (e.g. UCX waits in the kernel on its worker's event fd). OK does not
+  // mean a request completed: it may return early or spuriously, so callers re-Test their
+  // requests and bound the loop by their own deadline. kUnimplemented (the default) when the
+  // backend cannot wait for activity; the caller then waits on one request or sleeps instead.
+  virtual absl::Status WaitForActivity(absl::Duration timeout) {
+    (void)timeout;
+    return absl::UnimplementedError(
+        absl::StrFormat("transport %s: WaitForActivity is not supported", name()));
+  }
 };
 
 }  // namespace gravac::transport

@@ -4,13 +4,13 @@
 #include <cstdlib>
 #include <optional>
 #include <set>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "core/status.h"
 #include "daemon/transport/ucx/worker.h"
 
 namespace gravac::transport::ucx {
@@ -19,6 +19,9 @@ namespace internal {
 constexpr int kRankShift = 48;
 constexpr int kMaxWorldSize = 1 << 16;
 constexpr char kAddressPrefix[] = "ucx:";
+// Longest single block in the kernel: UCX keeps timers (keepalive) that only run when the worker
+// is progressed, so long waits are cut into slices.
+constexpr absl::Duration kMaxEventWait = absl::Milliseconds(10);
 
 struct Peer;
 
@@ -84,6 +87,18 @@ class UcxTransport : public Transport {
     ProgressAll();
     return absl::OkStatus();
   }
+  absl::Status WaitForActivity(absl::Duration timeout) override {
+    ProgressAll();
+    return WaitForEvent(timeout);
+  }
+
+  // Blocks in the kernel until the worker has an event or `timeout` (at most kMaxEventWait)
+  // passes; call right after ProgressAll (see Worker::WaitForEvent).
+  absl::Status WaitForEvent(absl::Duration timeout) {
+    absl::Status s = worker_->WaitForEvent(std::min(timeout, kMaxEventWait));
+    if (s.ok()) return s;
+    return absl::Status(s.code(), absl::StrFormat("ucx: rank %d: %s", rank_, s.message()));
+  }
 
   // Runs the worker until idle, then acts on peer failures and finished closes.
   void ProgressAll();
@@ -120,21 +135,19 @@ class UcxRequest : public Request {
 
   absl::Status Wait(absl::Duration timeout) override {
     const absl::Time deadline = absl::Now() + timeout;
-    for (int idle = 0;; ++idle) {
-      absl::StatusOr<bool> done = Test();
+    for (;;) {
+      absl::StatusOr<bool> done = Test();  // progresses the worker until idle
       if (!done.ok() || *done) return done.status();
-      if (absl::Now() >= deadline) {
+      const absl::Time now = absl::Now();
+      if (now >= deadline) {
         return absl::DeadlineExceededError(
             absl::StrFormat("ucx: rank %d: %s of tag %d with peer rank %d still pending after %s",
                             transport_->rank(), op_->is_send ? "send" : "receive", op_->tag,
                             op_->peer->rank, absl::FormatDuration(timeout)));
       }
-      // Both ranks may share a core: yield, and back off once nothing has moved for a while.
-      if (idle % 1024 == 1023) {
-        absl::SleepFor(absl::Microseconds(50));
-      } else {
-        std::this_thread::yield();
-      }
+      // Sleep in the kernel until the network has something for the worker, leaving the cores to
+      // peers sharing them and to the kernel's network processing.
+      RETURN_IF_ERROR(transport_->WaitForEvent(deadline - now));
     }
   }
 

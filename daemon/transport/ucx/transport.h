@@ -10,7 +10,9 @@
 // (source rank << 48) | user tag, received with a full mask, so a receive matches only its peer.
 //
 // Semantics are those of transport.h, with these backend notes:
-// - Progress is driven by Test, Wait and Progress (single-thread UCX worker).
+// - Progress is driven by Test, Wait, WaitForActivity and Progress (single-thread UCX worker).
+//   Wait and WaitForActivity do not spin: they block in the kernel on the worker's event fd
+//   (UCP_FEATURE_WAKEUP, ucp_worker_arm), in slices of at most 10 ms so UCX's timers still run.
 // - Destroying a pending receive cancels it. Destroying a pending send first asks UCX to cancel
 //   it; when UCX cannot within a short bound (a rendezvous send waiting for its receive), the
 //   endpoint is closed (its other requests fail with kUnavailable) so the buffer is released.

@@ -1,6 +1,11 @@
 #include "daemon/transport/ucx/worker.h"
 
+#include <poll.h>
+
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <ctime>
 #include <set>
 
 #include "absl/cleanup/cleanup.h"
@@ -105,7 +110,7 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(
   std::unique_ptr<Worker> w(new Worker());
   ucp_params_t ucp_params = {};
   ucp_params.field_mask = UCP_PARAM_FIELD_FEATURES;
-  ucp_params.features = UCP_FEATURE_TAG;
+  ucp_params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
   GRAVAC_RETURN_IF_UCS(ucp_init(&ucp_params, config, &w->context_));
   // ucp_config_modify accepts any name; check the keys against every option UCX registered (its
   // transports' tables are loaded by ucp_init).
@@ -121,6 +126,7 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(
   worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   worker_params.thread_mode = UCS_THREAD_MODE_SINGLE;
   GRAVAC_RETURN_IF_UCS(ucp_worker_create(w->context_, &worker_params, &w->worker_));
+  GRAVAC_RETURN_IF_UCS(ucp_worker_get_efd(w->worker_, &w->event_fd_));
 
   ucp_address_t* address = nullptr;
   size_t length = 0;
@@ -128,6 +134,22 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(
   w->address_.assign(reinterpret_cast<const char*>(address), length);
   ucp_worker_release_address(w->worker_, address);
   return w;
+}
+
+absl::Status Worker::WaitForEvent(absl::Duration timeout) {
+  // UCS_ERR_BUSY: events arrived since the last progress; the caller progresses and re-tests.
+  const ucs_status_t armed = ucp_worker_arm(worker_);
+  if (armed == UCS_ERR_BUSY) return absl::OkStatus();
+  if (armed != UCS_OK) return UcsStatus(armed, "ucp_worker_arm", __FILE__, __LINE__);
+  if (timeout <= absl::ZeroDuration()) return absl::OkStatus();
+  const timespec limit = absl::ToTimespec(timeout);
+  pollfd fd = {event_fd_, POLLIN, 0};
+  if (ppoll(&fd, 1, &limit, nullptr) < 0 && errno != EINTR) {
+    return absl::InternalError(
+        absl::StrCat("ppoll on the ucx worker event fd failed: ", std::strerror(errno), " (",
+                     __FILE__, ":", __LINE__, ")"));
+  }
+  return absl::OkStatus();
 }
 
 Worker::~Worker() {

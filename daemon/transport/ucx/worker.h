@@ -9,6 +9,10 @@
 // Unless set by either, UCX_KEEPALIVE_INTERVAL is `liveness / 4`, so a peer that dies without its
 // connection closing is noticed within about `liveness` on transports with keepalive.
 //
+// Waiting. The context is made with UCP_FEATURE_WAKEUP, so WaitForEvent can block in the kernel
+// (poll on the worker's event fd) until the network has something for the worker, instead of
+// spinning on ucp_worker_progress.
+//
 // Thread-safety: thread-compatible (UCS_THREAD_MODE_SINGLE): one thread at a time.
 #ifndef GRAVAC_DAEMON_TRANSPORT_UCX_WORKER_H_
 #define GRAVAC_DAEMON_TRANSPORT_UCX_WORKER_H_
@@ -57,11 +61,20 @@ class Worker {
   // One round of ucp_worker_progress; returns whether anything happened.
   bool Progress() { return ucp_worker_progress(worker_) != 0; }
 
+  // Blocks until the worker may have work (an event on its event fd) or `timeout` passes;
+  // returns OK in both cases (and on EINTR), so callers re-test what they wait for and bound the
+  // loop themselves. The caller must have progressed the worker until idle just before (Progress
+  // returned false): events that arrived earlier are then either handled or reported by
+  // ucp_worker_arm (UCS_ERR_BUSY), in which case this returns at once. Fails only when arming or
+  // polling fails.
+  absl::Status WaitForEvent(absl::Duration timeout);
+
  private:
   Worker() = default;
 
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
+  int event_fd_ = -1;  // ucp_worker_get_efd; owned by the worker
   std::string address_;
 };
 

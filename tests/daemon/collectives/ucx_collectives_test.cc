@@ -135,7 +135,7 @@ absl::Status RankMain(int rank, const GroupSpec& spec, const RankBody& body, int
   }
   Endpoint* right = peers[(rank + 1) % p].get();  // null when p == 1
   ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
-                   Communicator::Create(rank, std::move(peers), spec.comm));
+                   Communicator::Create(rank, std::move(peers), spec.comm, transport.get()));
   RankContext context{rank, p, *comm, spec.dir, progress_fd, report};
   absl::Status status = body(context);
   if (status.ok() && comm->abort_status().ok() && right != nullptr) {

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -381,6 +382,94 @@ TEST(UcxTransportTest, WaitTimesOutAndTheRequestStaysPending) {
   std::vector<RankResult> results = RunTwoRanks({RankSpec{}, RankSpec{}}, {rank0, rank1});
   ExpectBothOk(results);
   EXPECT_THAT(results[0].report, HasSubstr("still pending"));
+}
+
+// CPU time this process has used.
+absl::Duration ProcessCpuTime() {
+  timespec ts = {};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return absl::DurationFromTimespec(ts);
+}
+
+// Waiting blocks in the kernel (the worker's event fd) instead of spinning: a Wait on a receive
+// that stays pending for 500 ms, and a Wait that rank 1's message ends 300 ms in, each use a
+// small fraction of that time in CPU (a spinning wait uses about all of it on an idle core, and
+// still its share of the cores on a loaded machine), and the message wakes the wait at once.
+// WaitForActivity returns within its timeout, and a loop over it and Test completes a receive.
+void ExpectWaitsSleep(const RankSpec& spec) {
+  constexpr absl::Duration kIdle = absl::Milliseconds(500);
+  constexpr absl::Duration kMaxCpu = absl::Milliseconds(50);
+  Scenario rank0 = [&](Transport& t, Endpoint& ep, std::string& report) -> absl::Status {
+    int value = 0;
+    ASSIGN_OR_RETURN(auto r, ep.Irecv(&value, sizeof(value), 5));
+    absl::Duration cpu = ProcessCpuTime();
+    absl::Time start = absl::Now();
+    absl::Status idle = r->Wait(kIdle);
+    absl::StrAppend(&report, "idle wait: ", idle.ToString(), " after ",
+                    absl::FormatDuration(absl::Now() - start), " using ",
+                    absl::FormatDuration(ProcessCpuTime() - cpu), " CPU; ");
+    if (!absl::IsDeadlineExceeded(idle)) return absl::InternalError("want DeadlineExceeded");
+    if (ProcessCpuTime() - cpu > kMaxCpu) return absl::InternalError(absl::StrCat("idle Wait spins: ", report));
+
+    start = absl::Now();
+    RETURN_IF_ERROR(t.WaitForActivity(absl::Milliseconds(20)));
+    if (absl::Now() - start > absl::Seconds(2)) {
+      return absl::InternalError("WaitForActivity overran its timeout");
+    }
+
+    int go = 1;  // rank 1 sends 300 ms after this arrives
+    ASSIGN_OR_RETURN(auto s, ep.Isend(&go, sizeof(go), 4));
+    RETURN_IF_ERROR(s->Wait(kWait));
+    cpu = ProcessCpuTime();
+    start = absl::Now();
+    RETURN_IF_ERROR(r->Wait(kWait));
+    const absl::Duration took = absl::Now() - start;
+    absl::StrAppend(&report, "woken after ", absl::FormatDuration(took), " using ",
+                    absl::FormatDuration(ProcessCpuTime() - cpu), " CPU; ");
+    if (value != 42) return absl::DataLossError("wrong value");
+    if (ProcessCpuTime() - cpu > kMaxCpu) return absl::InternalError(absl::StrCat("Wait spins: ", report));
+    if (took > absl::Seconds(5)) return absl::InternalError(absl::StrCat("the message did not wake Wait: ", report));
+
+    // The same with WaitForActivity and Test, as the collectives do.
+    ASSIGN_OR_RETURN(auto again, ep.Irecv(&value, sizeof(value), 6));
+    ASSIGN_OR_RETURN(auto s2, ep.Isend(&go, sizeof(go), 7));
+    RETURN_IF_ERROR(s2->Wait(kWait));
+    const absl::Time deadline = absl::Now() + kWait;
+    for (;;) {
+      ASSIGN_OR_RETURN(bool done, again->Test());
+      if (done) break;
+      if (absl::Now() > deadline) return absl::DeadlineExceededError("no message 6");
+      RETURN_IF_ERROR(t.WaitForActivity(absl::Milliseconds(100)));
+    }
+    return value == 43 ? absl::OkStatus() : absl::DataLossError("wrong value for tag 6");
+  };
+  Scenario rank1 = [](Transport&, Endpoint& ep, std::string&) -> absl::Status {
+    int go = 0, value = 42, value2 = 43;
+    ASSIGN_OR_RETURN(auto r, ep.Irecv(&go, sizeof(go), 4));
+    RETURN_IF_ERROR(r->Wait(kWait));
+    absl::SleepFor(absl::Milliseconds(300));
+    ASSIGN_OR_RETURN(auto s, ep.Isend(&value, sizeof(value), 5));
+    RETURN_IF_ERROR(s->Wait(kWait));
+    ASSIGN_OR_RETURN(auto r2, ep.Irecv(&go, sizeof(go), 7));
+    RETURN_IF_ERROR(r2->Wait(kWait));
+    absl::SleepFor(absl::Milliseconds(100));
+    ASSIGN_OR_RETURN(auto s2, ep.Isend(&value2, sizeof(value2), 6));
+    RETURN_IF_ERROR(s2->Wait(kWait));
+    int done = 0;  // stay until rank 0 is gone
+    ASSIGN_OR_RETURN(auto last, ep.Irecv(&done, sizeof(done), 8));
+    (void)last->Wait(absl::Seconds(2));
+    return absl::OkStatus();
+  };
+  std::vector<RankResult> results = RunTwoRanks({spec, spec}, {rank0, rank1});
+  std::printf("rank 0: %s\n", results[0].report.c_str());
+  ExpectBothOk(results);
+  EXPECT_THAT(results[0].report, HasSubstr("still pending"));
+}
+
+TEST(UcxTransportTest, WaitsBlockInTheKernelOverTcp) { ExpectWaitsSleep(WithEnv(kTcpOnLo)); }
+
+TEST(UcxTransportTest, WaitsBlockInTheKernelOverSharedMemory) {
+  ExpectWaitsSleep(WithParams({{"UCX_TLS", "shm"}}));
 }
 
 // Rank 1 answers one message and is then SIGKILLed; rank 0's pending receive must fail with
