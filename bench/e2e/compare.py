@@ -1,0 +1,487 @@
+#!/usr/bin/python3
+"""End-to-end comparison of issue #5 / BENCHMARKS.md item 8: time to accuracy on 1 Gbit/s links.
+
+Trains examples/python/train_digits.py (MLP 64 -> 2048 -> 1024 -> 10, 2.2 M parameters, the
+digits of python3-sklearn) on 2 emulated nodes x 2 workers, same seed and epochs for every run:
+
+  dense                  gravacrun ... train_digits.py --mode dense
+  static10/100/1000      --mode static --theta θ   (job: --theta_min θ --theta_max θ --epsilon 1e-9)
+  gravac_geometric       --mode gravac --policy geometric
+  gravac_exponential     --mode gravac --policy exponential
+  ddp                    bench/e2e/ddp_peer.py: torch DistributedDataParallel, gloo backend
+
+gravac runs use `gravacrun -np 4 --nodes 2 --link RATE` (the flags of the compressor come from
+train_digits.py --print-gravacrun-args). The DDP peer runs in a cluster made with
+`gravac-netemu create --nodes 2 --rate RATE`, ranks 0,1 in node 0 and 2,3 in node 1, rendezvous
+at node 0's address; its bytes are the eth0 transmit counters of both namespaces (payload plus
+TCP/IP headers) while gravac's are the controller's bytes_sent (inter-node payload, as reported
+by gravacctl status through train_digits.py --log-json).
+
+Writes to --out_dir: results.md (the table, the settings and the load average), one
+<run>.jsonl (per-epoch records), <run>.log (the job's output), gravac step logs, and
+accuracy_vs_time.png, theta_vs_step.png, gain_vs_step.png. Needs root (namespaces), /usr/bin/python3
+with torch, sklearn and matplotlib, and a build tree with gravacrun, gravacd, gravac-controller,
+gravacctl, the gravac Python package and gravac-netemu (--build_dir, --netemu).
+
+  sudo bench/e2e/compare.py --build_dir build --epochs 10 --out_dir /tmp/e2e
+  bench/e2e/compare.py --quick --runs dense,gravac_geometric,ddp     # smoke check
+
+Every job runs in its own process group and is killed after --run_timeout_s; the emulated
+cluster of the DDP run is destroyed on exit. Exits 0 when every run finished, 1 otherwise, 77
+when something it needs is missing (so a CTest smoke test can report a skip).
+"""
+
+import argparse
+import glob
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
+EXAMPLE = os.path.join(REPO, "examples", "python", "train_digits.py")
+SKIP = 77
+
+RUNS = {
+    "dense": ["--mode", "dense"],
+    "static10": ["--mode", "static", "--theta", "10"],
+    "static100": ["--mode", "static", "--theta", "100"],
+    "static1000": ["--mode", "static", "--theta", "1000"],
+    "gravac_geometric": ["--mode", "gravac", "--policy", "geometric"],
+    "gravac_exponential": ["--mode", "gravac", "--policy", "exponential"],
+    "ddp": None,
+}
+
+DECISION_RE = re.compile(
+    r"decision epoch (\d+) from step (\d+): theta (\S+) theta_c (\S+) phase (\S+).*?"
+    r"gain_min (\S+) gain_c (\S+)")
+STEP_RE = re.compile(r"^step=(\d+) epoch=(\d+) theta=(\S+) collective=(\S+)")
+
+
+class Skip(Exception):
+    pass
+
+
+def run_job(cmd, env, log_path, timeout):
+    """Runs cmd in its own process group, output to log_path. Returns (rc, wall seconds)."""
+    start = time.monotonic()
+    with open(log_path, "w") as log:
+        log.write("+ " + " ".join(cmd) + "\n")
+        log.flush()
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)
+        try:
+            rc = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            log.write("compare.py: killed after %.0f s\n" % timeout)
+            kill_group(proc)
+            rc = 124
+        except BaseException:
+            kill_group(proc)
+            raise
+    return rc, time.monotonic() - start
+
+
+def kill_group(proc):
+    try:
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=10)
+    except (subprocess.TimeoutExpired, ProcessLookupError):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+
+
+def read_jsonl(path):
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def training_args(args, name):
+    """train_digits.py / ddp_peer.py arguments shared by every run, then the run's own."""
+    common = ["--epochs", str(args.epochs), "--seed", str(args.seed),
+              "--target-accuracy", str(args.target), "--threads", "1"]
+    own = list(RUNS[name] or [])
+    if own and own[1] == "gravac":
+        own += ["--window", str(args.window), "--eval-steps", str(args.eval_steps)]
+    return common + own
+
+
+def run_gravac(args, name, env):
+    out = args.out_dir
+    log_json = os.path.join(out, name + ".jsonl")
+    for old in [log_json] + glob.glob(os.path.join(out, name + ".steps.*.log")):
+        if os.path.exists(old):
+            os.remove(old)
+    train = training_args(args, name)
+    flags = subprocess.run([args.python, EXAMPLE] + train + ["--print-gravacrun-args"],
+                           env=env, capture_output=True, text=True, check=True).stdout.split()
+    cmd = [args.gravacrun, "-np", "4", "--nodes", "2", "--link", args.link,
+           "--step_log", os.path.join(out, name + ".steps.{node}.log")] + flags
+    cmd += ["--", args.python, EXAMPLE] + train + ["--log-json", log_json]
+    rc, wall = run_job(cmd, env, os.path.join(out, name + ".log"), args.run_timeout_s)
+    return dict(parse_gravac_outputs(out, name), rc=rc, wall_s=wall)
+
+
+def parse_gravac_outputs(out, name):
+    """Records, controller decisions and per-step θ of a gravac run from its files in out."""
+    decisions = []
+    log_path = os.path.join(out, name + ".log")
+    if os.path.exists(log_path):
+        with open(log_path) as f:
+            for line in f:
+                m = DECISION_RE.search(line)
+                if m and "[controller]" in line:
+                    decisions.append({"decision_epoch": int(m.group(1)),
+                                      "step": int(m.group(2)), "theta": float(m.group(3)),
+                                      "theta_c": float(m.group(4)), "phase": m.group(5),
+                                      "gain_min": float(m.group(6)),
+                                      "gain_c": float(m.group(7))})
+    theta_by_step = {}
+    step_log = os.path.join(out, name + ".steps.0.log")
+    if os.path.exists(step_log):
+        with open(step_log) as f:
+            for line in f:
+                m = STEP_RE.match(line)
+                if m and int(m.group(1)) >= 0:
+                    s = int(m.group(1))
+                    theta_by_step[s] = max(theta_by_step.get(s, 0.0), float(m.group(3)))
+    records = read_jsonl(os.path.join(out, name + ".jsonl"))
+    last = records[-1] if records else {}
+    return {"records": records, "decisions": decisions,
+            "theta_by_step": sorted(theta_by_step.items()),
+            "bytes_sent": float(last.get("bytes_sent") or 0) if last else None,
+            "bytes_dense": float(last.get("bytes_dense") or 0) if last else None,
+            "bytes_source": "controller bytes_sent"}
+
+
+def netemu_create(args):
+    out = subprocess.run([args.netemu, "create", "--nodes=2", "--rate=%g" % args.rate,
+                          "--prefix=gve2e"], capture_output=True, text=True, timeout=60)
+    if out.returncode != 0:
+        raise RuntimeError("gravac-netemu create failed (%d): %s" % (out.returncode, out.stderr))
+    name = re.search(r"^cluster (\S+)", out.stdout, re.M).group(1)
+    nodes = [(m.group(2), m.group(3))
+             for m in re.finditer(r"^node (\d+) netns (\S+) address (\S+)", out.stdout, re.M)]
+    if len(nodes) != 2:
+        subprocess.run([args.netemu, "destroy", name], capture_output=True, timeout=60)
+        raise RuntimeError("gravac-netemu create printed %d nodes: %s" % (len(nodes), out.stdout))
+    return name, nodes
+
+
+def tx_bytes(netns, dev="eth0"):
+    out = subprocess.run(["ip", "netns", "exec", netns, "cat", "/sys/class/net/%s/statistics/"
+                          "tx_bytes" % dev], capture_output=True, text=True, timeout=10)
+    return int(out.stdout.strip()) if out.returncode == 0 and out.stdout.strip() else None
+
+
+def run_ddp(args, env):
+    out = args.out_dir
+    log_json = os.path.join(out, "ddp.jsonl")
+    if os.path.exists(log_json):
+        os.remove(log_json)
+    cluster, nodes = netemu_create(args)
+    procs, logs = [], []
+    try:
+        before = [tx_bytes(ns) for ns, _ in nodes]
+        port = 20000 + random.Random(os.getpid()).randrange(20000)
+        master = "tcp://%s:%d" % (nodes[0][1], port)
+        ddp_env = dict(env, GLOO_SOCKET_IFNAME="eth0")
+        start = time.monotonic()
+        for r in range(4):
+            ns = nodes[r // 2][0]
+            cmd = ["ip", "netns", "exec", ns, args.python, os.path.join(HERE, "ddp_peer.py"),
+                   "--rank", str(r), "--world_size", "4", "--master", master,
+                   "--timeout_s", str(int(args.run_timeout_s))] + training_args(args, "ddp")
+            if r == 0:
+                cmd += ["--log-json", log_json]
+            log = open(os.path.join(out, "ddp.log" if r == 0 else "ddp.rank%d.log" % r), "w")
+            log.write("+ " + " ".join(cmd) + "\n")
+            log.flush()
+            logs.append(log)
+            procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=ddp_env,
+                                          start_new_session=True))
+        deadline = time.monotonic() + args.run_timeout_s
+        codes = []
+        for proc in procs:
+            try:
+                codes.append(proc.wait(timeout=max(1.0, deadline - time.monotonic())))
+            except subprocess.TimeoutExpired:
+                codes.append(124)
+        wall = time.monotonic() - start
+        after = [tx_bytes(ns) for ns, _ in nodes]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                kill_group(proc)
+        for log in logs:
+            log.close()
+        subprocess.run([args.netemu, "destroy", cluster], capture_output=True, timeout=60)
+    rc = next((c for c in codes if c != 0), 0)
+    sent = (sum(a - b for a, b in zip(after, before))
+            if None not in before and None not in after else None)
+    return {"rc": rc, "wall_s": wall, "records": read_jsonl(log_json), "decisions": [],
+            "theta_by_step": [], "bytes_sent": sent, "bytes_dense": None,
+            "bytes_source": "eth0 tx of both namespaces"}
+
+
+def summarize(name, res, target):
+    recs = res["records"]
+    final = recs[-1] if recs else {}
+    ttt = next((r["time_s"] for r in recs if r["test_accuracy"] >= target), None)
+    return {"run": name, "rc": res["rc"], "epochs": len(recs),
+            "final_acc": final.get("test_accuracy"), "time_s": final.get("time_s"),
+            "time_to_target_s": ttt,
+            "epoch_to_target": next((r["epoch"] for r in recs if r["test_accuracy"] >= target),
+                                    None),
+            "step_ms": 1000 * final["step_time_s"] if final.get("step_time_s") else None,
+            "bytes_sent": res["bytes_sent"], "bytes_dense": res["bytes_dense"],
+            "bytes_source": res["bytes_source"], "wall_s": res["wall_s"],
+            "load_before": res["load_before"], "load_after": res["load_after"],
+            "theta_mean": (sum(r.get("theta_mean") or 0 for r in recs) / len(recs)
+                           if recs and name.startswith("gravac") else None)}
+
+
+def fmt(v, spec, none="—"):
+    return none if v is None else spec % v
+
+
+def write_table(args, rows, load_start, load_end):
+    dense = next((r for r in rows if r["run"] == "dense"), None)
+    lines = ["# End-to-end comparison (issue #5, BENCHMARKS.md item 8)", "",
+             "2 nodes x 2 workers, links %s (gravacrun --link / gravac-netemu --rate %g), "
+             "train_digits.py MLP 2.2 M parameters, %d epochs, seed %d, batch 16/rank, "
+             "GraVAC window %d, eval_steps %d, target accuracy %.3f. Host: %d CPUs, load average "
+             "(1/5/15 min) %s at start, %s at end."
+             % (args.link, args.rate, args.epochs, args.seed, args.window, args.eval_steps,
+                args.target, os.cpu_count(), "/".join("%.2f" % v for v in load_start),
+                "/".join("%.2f" % v for v in load_end)), "",
+             "| run | rc | final acc | Δ vs dense (pts) | time to %.3f (s) | epoch reached | "
+             "train time (s) | bytes sent (MB) | vs dense | mean step (ms) | mean θ | "
+             "load avg 1 min (before/after) |" % args.target,
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        delta = (100 * (r["final_acc"] - dense["final_acc"])
+                 if dense and dense["final_acc"] is not None and r["final_acc"] is not None
+                 else None)
+        ratio = (r["bytes_sent"] / dense["bytes_sent"]
+                 if dense and dense["bytes_sent"] and r["bytes_sent"] is not None else None)
+        lines.append("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.2f / %.2f |" % (
+            r["run"], r["rc"], fmt(r["final_acc"], "%.4f"), fmt(delta, "%+.2f"),
+            fmt(r["time_to_target_s"], "%.1f", "not reached"), fmt(r["epoch_to_target"], "%d"),
+            fmt(r["time_s"], "%.1f"), fmt(r["bytes_sent"] and r["bytes_sent"] / 1e6, "%.1f"),
+            fmt(ratio, "%.3f"), fmt(r["step_ms"], "%.0f"), fmt(r["theta_mean"], "%.0f"),
+            r["load_before"][0], r["load_after"][0]))
+    lines += ["", "Bytes: gravac runs report the controller's bytes_sent (inter-node payload, "
+              "both nodes); ddp reports the eth0 transmit counters of both namespaces (payload "
+              "and TCP/IP headers, gloo's ring crosses the node link twice per pass). Mean step "
+              "= training time / steps (includes the per-epoch evaluation). Train time excludes "
+              "job start-up (controller, daemons, rendezvous).", ""]
+    path = os.path.join(args.out_dir, "results.md")
+    with open(path, "w") as f:
+        f.write("\n".join(lines))
+    with open(os.path.join(args.out_dir, "results.json"), "w") as f:
+        json.dump({"rows": rows, "load_start": load_start, "load_end": load_end,
+                   "args": {k: v for k, v in vars(args).items()}}, f, indent=1)
+    return path, "\n".join(lines)
+
+
+def plot(args, results):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker  # noqa: F401 (used as matplotlib.ticker)
+    paths = []
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    for name, res in results.items():
+        recs = res["records"]
+        if recs:
+            style = "--" if name.startswith("static") else ("-." if name == "ddp" else "-")
+            ax.plot([r["time_s"] for r in recs], [r["test_accuracy"] for r in recs], style,
+                    marker=".", label=name)
+    ax.axhline(args.target, color="grey", lw=0.8, ls=":", label="target %.3f" % args.target)
+    ax.set_xlabel("training time (s)")
+    ax.set_ylabel("test accuracy")
+    accs = [r["test_accuracy"] for res in results.values() for r in res["records"]]
+    ax.set_ylim(max(0.0, min(accs + [args.target]) - 0.02), 1.0)
+    ax.set_title("accuracy against time, 2 nodes x 2 workers, %s links" % args.link)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right", fontsize=8)
+    paths.append(os.path.join(args.out_dir, "accuracy_vs_time.png"))
+    fig.tight_layout()
+    fig.savefig(paths[-1], dpi=110)
+    plt.close(fig)
+
+    gravac = {n: r for n, r in results.items() if n.startswith("gravac")}
+    if not gravac:
+        return paths
+    fig, ax = plt.subplots(figsize=(9, 5))
+    for name, res in gravac.items():
+        if res["theta_by_step"]:
+            steps, thetas = zip(*res["theta_by_step"])
+            ax.step(steps, thetas, where="post", label=name + " θ (applied)")
+        if res["decisions"]:
+            ax.plot([d["step"] for d in res["decisions"]],
+                    [d["theta_c"] for d in res["decisions"]], "x", ms=5,
+                    label=name + " candidate θc")
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set_xlabel("training step")
+    ax.set_ylabel("compression factor θ (1 = dense)")
+    ax.set_title("GraVAC: θ against step")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    paths.append(os.path.join(args.out_dir, "theta_vs_step.png"))
+    fig.tight_layout()
+    fig.savefig(paths[-1], dpi=110)
+    plt.close(fig)
+
+    # Gains as gravacctl status reported them at the end of every epoch (train_digits.py
+    # --log-json): the controller logs a decision only when θ changes, right after resetting the
+    # candidate's window, so its log lines show gain_c = 0 for a candidate not yet measured.
+    fig, ax = plt.subplots(figsize=(9, 5))
+    for name, res in gravac.items():
+        recs = [r for r in res["records"] if r.get("gain_c") is not None]
+        if recs:
+            steps = [r["step"] for r in recs]
+            line, = ax.plot(steps, [r["gain_c"] for r in recs], marker="o", ms=4,
+                            label=name + " gain at candidate θc")
+            ax.plot(steps, [r.get("gain_min") or 0 for r in recs], ls=":", marker=".",
+                    color=line.get_color(), label=name + " gain at θmin")
+            for r in recs:
+                ax.annotate("θc %g" % (r.get("theta_candidate") or 0), (r["step"], r["gain_c"]),
+                            textcoords="offset points", xytext=(3, -10), fontsize=6,
+                            color=line.get_color())
+    ax.axhline(args.epsilon, color="grey", lw=0.8, ls="--", label="ε %.2f" % args.epsilon)
+    ax.set_xlabel("training step (end of epoch)")
+    ax.set_ylabel("compression gain")
+    ax.set_title("GraVAC: compression gain against step")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    paths.append(os.path.join(args.out_dir, "gain_vs_step.png"))
+    fig.tight_layout()
+    fig.savefig(paths[-1], dpi=110)
+    plt.close(fig)
+    return paths
+
+
+def find_netemu(build_dir):
+    for c in [os.path.join(build_dir, "netemu", "gravac-netemu")] + sorted(
+            glob.glob(os.path.join(REPO, "build*", "netemu", "gravac-netemu"))):
+        if os.access(c, os.X_OK):
+            return c
+    return None
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--epochs", type=int, default=10)
+    p.add_argument("--target", type=float, default=0.96, help="target test accuracy")
+    p.add_argument("--out_dir", default="/tmp/gravac-e2e")
+    p.add_argument("--runs", default=",".join(RUNS), help="comma-separated subset of: "
+                   + ", ".join(RUNS))
+    p.add_argument("--quick", action="store_true", help="1 epoch per run (smoke check)")
+    p.add_argument("--plot_only", action="store_true",
+                   help="redraw the PNGs from the files of an earlier run in --out_dir")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--link", default="1gbit", help="gravacrun --link RATE")
+    p.add_argument("--rate", type=float, default=1e9, help="gravac-netemu --rate (bit/s)")
+    p.add_argument("--window", type=int, default=10, help="GraVAC window (steps)")
+    p.add_argument("--eval_steps", type=int, default=22,
+                   help="GraVAC steps per candidate (22 = one epoch here)")
+    p.add_argument("--epsilon", type=float, default=0.75, help="only drawn in the gain plot")
+    p.add_argument("--build_dir", default=os.path.join(REPO, "build"))
+    p.add_argument("--netemu", default="", help="gravac-netemu (default: in --build_dir)")
+    p.add_argument("--python", default="/usr/bin/python3")
+    p.add_argument("--run_timeout_s", type=float, default=0,
+                   help="limit per run (default 120 + 20 s per epoch)")
+    args = p.parse_args()
+    if args.quick:
+        args.epochs = 1
+    names = [n for n in args.runs.split(",") if n]
+    bad = [n for n in names if n not in RUNS]
+    if bad:
+        p.error("unknown runs %s (known: %s)" % (bad, ", ".join(RUNS)))
+    args.run_timeout_s = args.run_timeout_s or 120 + 20 * args.epochs
+    args.gravacrun = os.path.join(args.build_dir, "runner", "gravacrun")
+    args.netemu = args.netemu or find_netemu(args.build_dir)
+    pythonpath = os.path.join(args.build_dir, "client", "python")
+
+    if args.plot_only:
+        results = {}
+        for name in names:
+            if name == "ddp":
+                results[name] = {"records": read_jsonl(os.path.join(args.out_dir, "ddp.jsonl")),
+                                 "decisions": [], "theta_by_step": []}
+            else:
+                results[name] = parse_gravac_outputs(args.out_dir, name)
+        for png in plot(args, results):
+            print("compare.py: wrote %s" % png)
+        return 0
+
+    try:
+        if os.geteuid() != 0:
+            raise Skip("emulated links need root (network namespaces)")
+        probe = subprocess.run([args.python, "-c", "import torch, sklearn, matplotlib"],
+                               capture_output=True, text=True)
+        if probe.returncode != 0:
+            raise Skip("%s lacks torch, sklearn or matplotlib: %s"
+                       % (args.python, probe.stderr.strip().splitlines()[-1:]))
+        if any(n != "ddp" for n in names):
+            if not os.access(args.gravacrun, os.X_OK):
+                raise Skip("no gravacrun in %s" % args.build_dir)
+            if not os.path.isdir(os.path.join(pythonpath, "gravac")):
+                raise Skip("no gravac package in %s" % pythonpath)
+        if "ddp" in names and (args.netemu is None or shutil.which("ip") is None):
+            raise Skip("the ddp run needs gravac-netemu and ip")
+    except Skip as e:
+        print("compare.py: SKIP: %s" % e, file=sys.stderr)
+        return SKIP
+
+    os.makedirs(args.out_dir, exist_ok=True)
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env["PYTHONPATH"] = os.pathsep.join(x for x in (pythonpath, env.get("PYTHONPATH")) if x)
+    env.setdefault("GRAVACCTL", os.path.join(args.build_dir, "controller", "ctl", "gravacctl"))
+
+    load_start = os.getloadavg()
+    results, rows = {}, []
+    for name in names:
+        print("compare.py: %s (%d epochs) ..." % (name, args.epochs), flush=True)
+        before = os.getloadavg()
+        try:
+            res = run_ddp(args, env) if name == "ddp" else run_gravac(args, name, env)
+        except (RuntimeError, subprocess.SubprocessError, OSError) as e:
+            print("compare.py: %s failed: %s" % (name, e), file=sys.stderr)
+            res = {"rc": 1, "wall_s": 0.0, "records": [], "decisions": [],
+                   "theta_by_step": [], "bytes_sent": None, "bytes_dense": None,
+                   "bytes_source": "-"}
+        res["load_before"], res["load_after"] = before, os.getloadavg()
+        results[name] = res
+        rows.append(summarize(name, res, args.target))
+        r = rows[-1]
+        print("compare.py: %s rc %d, final acc %s, time to %.3f %s, train %s s, wall %.0f s"
+              % (name, r["rc"], fmt(r["final_acc"], "%.4f"), args.target,
+                 fmt(r["time_to_target_s"], "%.1f s", "not reached"), fmt(r["time_s"], "%.1f"),
+                 r["wall_s"]), flush=True)
+    load_end = os.getloadavg()
+    path, table = write_table(args, rows, load_start, load_end)
+    print(table)
+    print("compare.py: wrote %s" % path)
+    for png in plot(args, results):
+        print("compare.py: wrote %s" % png)
+    return 0 if all(r["rc"] == 0 and r["epochs"] == args.epochs for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
