@@ -71,6 +71,33 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(CoordinatorOpti
 Coordinator::Coordinator(CoordinatorOptions options, policy::GravacPolicy policy)
     : options_(std::move(options)), policy_(std::move(policy)) {
   current_ = FromPolicy(policy_.current(), 0);
+  if (CoordinatorObserver* o = options_.observer; o != nullptr) {
+    o->OnCreated(options_.nodes, options_.compressor, options_.policy, current_);
+    o->OnMembership(0, 0);
+    o->OnConnectedNodes(0);
+  }
+}
+
+void Coordinator::NotifyMembership() const {
+  if (options_.observer == nullptr) return;
+  if (nodes_.empty()) {
+    options_.observer->OnMembership(static_cast<int>(joiners_.size()), 0);
+  } else {
+    options_.observer->OnMembership(static_cast<int>(nodes_.size()), world_size_);
+  }
+}
+
+void Coordinator::NotifyConnected() const {
+  if (options_.observer == nullptr) return;
+  std::vector<int> ranks;
+  for (const auto& [id, sub] : subscriptions_) ranks.push_back(sub.node_rank);
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  options_.observer->OnConnectedNodes(static_cast<int>(ranks.size()));
+}
+
+void Coordinator::NotifyRejected(StatsRejection reason, int64_t count) const {
+  if (options_.observer != nullptr && count > 0) options_.observer->OnStatsRejected(reason, count);
 }
 
 JobConfig Coordinator::MakeJobConfig() const {
@@ -166,6 +193,7 @@ int64_t Coordinator::Join(const JoinRequestInfo& request, JoinCallback done) {
   }
   if (joiners_.empty()) round_started_ = absl::Now();
   joiners_.push_back({ticket, request, std::move(done)});
+  NotifyMembership();
   if (options_.log != nullptr) {
     GRAVAC_LOG(*options_.log, kInfo, "join %d/%d: %s%s", static_cast<int>(joiners_.size()),
                options_.nodes, Describe(request), request.rejoin ? " (re-join)" : "");
@@ -199,6 +227,7 @@ void Coordinator::FailRound(const absl::Status& status) {
   }
   std::vector<Joiner> joiners = std::move(joiners_);
   joiners_.clear();
+  NotifyMembership();
   for (Joiner& j : joiners) j.done(status);
 }
 
@@ -232,6 +261,7 @@ void Coordinator::CompleteRound() {
     nodes_.push_back(entry);
     node_status_.push_back({entry, false, -1, 0});
   }
+  NotifyMembership();
   if (rejoin && max_epoch > 0) {
     // A restarted controller: the daemons hold epochs up to max_epoch from the previous one.
     // Publish this controller's policy decision above them so every daemon follows it.
@@ -268,6 +298,7 @@ void Coordinator::CancelJoin(int64_t ticket) {
                  Describe(it->request));
     }
     joiners_.erase(it);
+    NotifyMembership();
     done(absl::CancelledError("join: cancelled by the joiner"));
     return;
   }
@@ -302,13 +333,14 @@ absl::StatusOr<int64_t> Coordinator::Subscribe(int node_rank, DecisionSubscriber
   const int64_t id = next_subscription_++;
   Subscription sub{node_rank, subscriber};
   subscriptions_[id] = sub;
+  NotifyConnected();
   Deliver(id, sub, current_);
   return id;
 }
 
 void Coordinator::Unsubscribe(int64_t id) {
   absl::MutexLock lock(&mu_);
-  subscriptions_.erase(id);
+  if (subscriptions_.erase(id) > 0) NotifyConnected();
   std::erase_if(delayed_, [id](const DelayedDelivery& d) { return d.subscription == id; });
 }
 
@@ -352,6 +384,7 @@ void Coordinator::Shutdown() {
   std::map<int64_t, Subscription> subs = std::move(subscriptions_);
   subscriptions_.clear();
   delayed_.clear();
+  NotifyConnected();
   for (auto& [id, sub] : subs) {
     sub.subscriber->OnEnd(absl::UnavailableError("the controller is shutting down"));
   }

@@ -29,9 +29,13 @@
 // current decision at once. `decision_delay` (a test hook) holds deliveries to some nodes back;
 // they go out from DeliverDue(now), which the service's ticker calls.
 //
-// Thread-safety: every method is thread-safe (one mutex). Callbacks (JoinCallback, Subscriber)
-// run while that mutex is held, in publication order: they must not block and must not call back
-// into the Coordinator. JoinCallback may run inline from Join() or later from another caller.
+// Metrics. An optional CoordinatorObserver (coordinator_observer.h) hears of membership, decision
+// streams, decisions, steps and refused statistics as they happen.
+//
+// Thread-safety: every method is thread-safe (one mutex). Callbacks (JoinCallback, Subscriber,
+// CoordinatorObserver) run while that mutex is held, in publication order: they must not block
+// and must not call back into the Coordinator. JoinCallback may run inline from Join() or later
+// from another caller.
 #ifndef GRAVAC_CONTROLLER_COORDINATOR_H_
 #define GRAVAC_CONTROLLER_COORDINATOR_H_
 
@@ -48,6 +52,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "controller/coordinator_observer.h"
 #include "controller/policy/gravac_policy.h"
 #include "controller/policy/policy_config.h"
 #include "core/logging.h"
@@ -69,6 +74,7 @@ struct CoordinatorOptions {
   std::map<int, absl::Duration> decision_delay;  // by node rank (test hook)
   size_t max_pending_steps = 256;                // incomplete steps kept at most
   Logger* log = nullptr;                         // not owned; nullptr = silent
+  CoordinatorObserver* observer = nullptr;       // not owned, outlives it; nullptr = none
 };
 
 // Parses the --decision_delay hook: "node:ms[,node:ms]" ("" = none). InvalidArgument naming the
@@ -217,6 +223,11 @@ class Coordinator {
   void Deliver(int64_t id, const Subscription& sub, const JobDecision& decision)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   JobDecision FromPolicy(const policy::Decision& d, int64_t epoch) const;
+  // Observer notifications of the membership and of the nodes with a decision stream.
+  void NotifyMembership() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void NotifyConnected() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void NotifyRejected(StatsRejection reason, int64_t count) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const CoordinatorOptions options_;
   mutable absl::Mutex mu_;

@@ -43,6 +43,7 @@ absl::Status Coordinator::ReportStats(const NodeStepStats& stats, int64_t droppe
   NodeStatusInfo& status = node_status_[stats.node_rank];
   status.last_step = std::max(status.last_step, stats.step);
   status.stats_dropped += std::max<int64_t>(dropped, 0);
+  NotifyRejected(StatsRejection::kDroppedByNode, dropped);
   if (stats.step <= last_observed_) return absl::OkStatus();  // too late to be observed
 
   PendingStep& p = pending_[stats.step];
@@ -74,13 +75,17 @@ absl::Status Coordinator::ReportStats(const NodeStepStats& stats, int64_t droppe
     PendingStep complete = std::move(p);
     const int64_t step = stats.step;
     // Every older pending step can no longer be observed (the policy needs increasing steps).
+    int64_t evicted = 0;
     for (auto it = pending_.begin(); it != pending_.end() && it->first <= step;) {
-      if (it->first < step) ++steps_incomplete_;
+      if (it->first < step) ++evicted;
       it = pending_.erase(it);
     }
+    steps_incomplete_ += evicted;
+    NotifyRejected(StatsRejection::kIncompleteEvicted, evicted);
     ObserveStep(step, complete);
   } else if (pending_.size() > options_.max_pending_steps) {
     ++steps_incomplete_;
+    NotifyRejected(StatsRejection::kIncompleteEvicted, 1);
     if (options_.log != nullptr) {
       GRAVAC_LOG(*options_.log, kWarning,
                  "stats: step %d dropped: not every node reported it within %d pending steps",
@@ -96,8 +101,12 @@ void Coordinator::ObserveStep(int64_t step, const PendingStep& pending) {
   const NodeStepStats& sum = pending.sum;
   bytes_sent_ += sum.bytes_sent;
   bytes_dense_ += sum.bytes_dense;
+  if (options_.observer != nullptr) {
+    options_.observer->OnStepCombined(sum.bytes_sent, sum.bytes_dense);
+  }
   if (pending.theta_mismatch) {
     ++steps_rejected_;
+    NotifyRejected(StatsRejection::kThetaDisagrees, 1);
     if (options_.log != nullptr) {
       GRAVAC_LOG(*options_.log, kError,
                  "stats: step %d refused: the nodes report different theta_used/theta_candidate "
@@ -110,6 +119,7 @@ void Coordinator::ObserveStep(int64_t step, const PendingStep& pending) {
     // Executed under the previous controller's decisions (queued while it was away): its θ and
     // candidate belong to that controller's search, not to this policy's.
     ++steps_rejected_;
+    NotifyRejected(StatsRejection::kOldEpoch, 1);
     return;
   }
   policy::StepStats combined;
@@ -124,6 +134,7 @@ void Coordinator::ObserveStep(int64_t step, const PendingStep& pending) {
   absl::StatusOr<policy::Decision> decision = policy_.Observe(combined);
   if (!decision.ok()) {
     ++steps_rejected_;
+    NotifyRejected(StatsRejection::kPolicyRefused, 1);
     if (options_.log != nullptr) {
       GRAVAC_LOG(*options_.log, kWarning, "stats: step %d refused by the policy: %s", step,
                  decision.status().ToString());
@@ -134,17 +145,23 @@ void Coordinator::ObserveStep(int64_t step, const PendingStep& pending) {
   sum_seconds_ += combined.step_seconds;
   last_step_seconds_ = combined.step_seconds;
   last_throughput_ = static_cast<double>(combined.samples) / combined.step_seconds;
+  if (options_.observer != nullptr) {
+    options_.observer->OnStepObserved(
+        {step, combined.step_seconds, last_throughput_, &policy_.throughput_table().entries()});
+  }
   if (decision->epoch != policy_epoch_) {
     policy_epoch_ = decision->epoch;
     Publish(FromPolicy(*decision, current_.epoch + 1));
   } else {
     current_.gain_min = decision->gain_min;
     current_.gain_c = decision->gain_c;
+    if (options_.observer != nullptr) options_.observer->OnDecision(current_, false, absl::Now());
   }
 }
 
 void Coordinator::Publish(const JobDecision& decision) {
   current_ = decision;
+  if (options_.observer != nullptr) options_.observer->OnDecision(decision, true, absl::Now());
   if (options_.log != nullptr) {
     GRAVAC_LOG(*options_.log, kInfo,
                "decision epoch %d from step %d: theta %g theta_c %g phase %s%s gain_min %.3f "

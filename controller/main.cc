@@ -2,19 +2,27 @@
 // combined statistics, decisions pushed to every daemon, job status for gravacctl.
 //
 //   gravac-controller --listen=0.0.0.0:7070 --nodes=2 [--port_file=F] [policy flags]
+//                     [--metrics_address=0.0.0.0:9470 | off] [--metrics_port_file=F]
+//
+// Prometheus metrics (controller_metrics.h) are served at http://HOST:PORT/metrics from
+// --metrics_address unless it is off; an address that cannot be bound fails start-up.
 //
 // SIGINT / SIGTERM shut it down cleanly: decision streams end with UNAVAILABLE (the daemons keep
 // their last decision and reconnect), open calls get a short grace period.
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "controller/controller_metrics.h"
 #include "controller/controller_service.h"
 #include "controller/coordinator.h"
 #include "core/logging.h"
+#include "core/metrics.h"
 #include "core/settings.h"
 #include "core/status.h"
 
@@ -25,6 +33,11 @@ constexpr SettingSpec kSettings[] = {
     {"listen", "GRAVAC_CONTROLLER_LISTEN", "0.0.0.0:0", "host:port to serve on (port 0 = pick)",
      SettingType::kString},
     {"port_file", "", "", "write the bound port to this file once listening", SettingType::kString},
+    {"metrics_address", "GRAVAC_CONTROLLER_METRICS_ADDRESS", "0.0.0.0:9470",
+     "host:port serving Prometheus metrics at /metrics (port 0 = any free port; off = none)",
+     SettingType::kString},
+    {"metrics_port_file", "", "", "write the bound metrics port to this file once serving metrics",
+     SettingType::kString},
     {"nodes", "GRAVAC_NODES", "1", "daemons (nodes) expected to join", SettingType::kInt},
     {"join_timeout_s", "GRAVAC_JOIN_TIMEOUT_S", "120",
      "a join round fails when the job did not assemble this long after its first daemon",
@@ -89,17 +102,28 @@ absl::StatusOr<ControllerServerOptions> OptionsFromSettings(const Settings& s, L
   return o;
 }
 
-absl::Status WritePortFile(const std::string& path, int port) {
+// Writes `port` to `path` atomically (tmp + rename); errors name `setting`.
+absl::Status WritePortFile(const std::string& setting, const std::string& path, int port) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
     out << port << "\n";
-    if (!out.good()) return absl::InternalError("port_file: cannot write " + tmp);
+    if (!out.good()) return absl::InternalError(setting + ": cannot write " + tmp);
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::InternalError("port_file: cannot rename " + tmp + " to " + path);
+    return absl::InternalError(setting + ": cannot rename " + tmp + " to " + path);
   }
   return absl::OkStatus();
+}
+
+// The metrics endpoint of `address`; a malformed address is reported under the setting's name.
+absl::StatusOr<std::unique_ptr<MetricsEndpoint>> StartMetrics(const std::string& address) {
+  absl::StatusOr<std::unique_ptr<MetricsEndpoint>> endpoint = MetricsEndpoint::Start(address);
+  if (endpoint.status().code() == absl::StatusCode::kInvalidArgument) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metrics_address: ", endpoint.status().message()));
+  }
+  return endpoint;
 }
 
 absl::Status Main(const Settings& s) {
@@ -115,10 +139,25 @@ absl::Status Main(const Settings& s) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  // Declared before the server: the metrics outlive the Coordinator that reports to them.
+  ASSIGN_OR_RETURN(std::string metrics_address, s.GetString("metrics_address"));
+  ASSIGN_OR_RETURN(std::unique_ptr<MetricsEndpoint> endpoint, StartMetrics(metrics_address));
+  ControllerMetrics metrics(endpoint->registry());
+  options.coordinator.observer = &metrics;
+  if (endpoint->serving()) {
+    GRAVAC_LOG(log, kInfo, "metrics: serving on %s", endpoint->url());
+  } else {
+    GRAVAC_LOG(log, kInfo, "metrics: off");
+  }
+
   ASSIGN_OR_RETURN(std::unique_ptr<ControllerServer> server,
                    ControllerServer::Start(std::move(options)));
   ASSIGN_OR_RETURN(std::string port_file, s.GetString("port_file"));
-  if (!port_file.empty()) RETURN_IF_ERROR(WritePortFile(port_file, server->port()));
+  if (!port_file.empty()) RETURN_IF_ERROR(WritePortFile("port_file", port_file, server->port()));
+  ASSIGN_OR_RETURN(std::string metrics_port_file, s.GetString("metrics_port_file"));
+  if (!metrics_port_file.empty() && endpoint->serving()) {
+    RETURN_IF_ERROR(WritePortFile("metrics_port_file", metrics_port_file, endpoint->port()));
+  }
 
   int signal = 0;
   sigwait(&signals, &signal);

@@ -131,8 +131,8 @@ TEST(Gravacctl, StatusOfARunningController) {
     dup2(fd, 2);
     execl(CONTROLLER_PATH, CONTROLLER_PATH, "--listen", "127.0.0.1:0", "--port_file",
           port_file.c_str(), "--nodes", "1", "--window", "2", "--eval_steps", "4", "--theta_max",
-          "40", "--epsilon", "0.5", "--alpha", "0", "--decision_delay", "0:20",
-          static_cast<char*>(nullptr));
+          "40", "--epsilon", "0.5", "--alpha", "0", "--decision_delay", "0:20", "--metrics_address",
+          "off", static_cast<char*>(nullptr));
     _exit(127);
   }
   int port = 0;
