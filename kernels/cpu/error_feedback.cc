@@ -1,8 +1,10 @@
 #include "kernels/cpu/error_feedback.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_format.h"
+#include "core/status.h"
 
 namespace gravac::kernels::cpu {
 
@@ -73,6 +75,72 @@ absl::Status ErrorFeedback::Update(absl::Span<const float> p, const Compressed& 
   return UpdateResidualKernel(p, sent.indices, sent.values, absl::MakeSpan(residual_));
 }
 
-void ErrorFeedback::Clear() { std::fill(residual_.begin(), residual_.end(), 0.0f); }
+void ErrorFeedback::Clear() {
+  std::fill(residual_.begin(), residual_.end(), 0.0f);
+  scratch_valid_ = false;
+}
+
+absl::StatusOr<absl::Span<const float>> ErrorFeedback::CompensateToScratch(
+    absl::Span<const float> grad, double* grad_norm) {
+  if (grad.size() != residual_.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("ErrorFeedback::CompensateToScratch: gradient has %d elements, residual "
+                        "has %d",
+                        grad.size(), residual_.size()));
+  }
+  scratch_.resize(residual_.size());
+  const size_t n = residual_.size();
+  const float* g = grad.data();
+  const float* e = residual_.data();
+  float* p = scratch_.data();
+  if (grad_norm == nullptr) {
+    for (size_t i = 0; i < n; ++i) p[i] = g[i] + e[i];
+  } else {
+    // The accumulation order of kernels::L2Norm (four lanes, then the tail into lane 0).
+    double acc[4] = {0.0, 0.0, 0.0, 0.0};
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+      for (size_t j = 0; j < 4; ++j) {
+        const double x = g[i + j];
+        acc[j] += x * x;
+        p[i + j] = g[i + j] + e[i + j];
+      }
+    }
+    for (; i < n; ++i) {
+      acc[0] += static_cast<double>(g[i]) * g[i];
+      p[i] = g[i] + e[i];
+    }
+    *grad_norm = std::sqrt((acc[0] + acc[1]) + (acc[2] + acc[3]));
+  }
+  scratch_valid_ = true;
+  return absl::Span<const float>(scratch_);
+}
+
+absl::Status ErrorFeedback::CommitScratch(const Compressed& sent) {
+  if (!scratch_valid_) {
+    return absl::FailedPreconditionError(
+        "ErrorFeedback::CommitScratch without a CompensateToScratch since the last commit");
+  }
+  if (sent.dense_size != size()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "ErrorFeedback::Update: sent message has dense_size %d, residual has %d elements",
+        sent.dense_size, size()));
+  }
+  if (sent.dense) {
+    if (sent.count() != size()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "ErrorFeedback::Update: dense message has %d values, expected %d", sent.count(), size()));
+    }
+    const float* v = sent.values.data();
+    for (size_t i = 0; i < scratch_.size(); ++i) scratch_[i] -= v[i];
+  } else {
+    // p - sent in place in the scratch buffer, which then becomes the residual.
+    RETURN_IF_ERROR(
+        UpdateResidualKernel(scratch_, sent.indices, sent.values, absl::MakeSpan(scratch_)));
+  }
+  residual_.swap(scratch_);
+  scratch_valid_ = false;
+  return absl::OkStatus();
+}
 
 }  // namespace gravac::kernels::cpu

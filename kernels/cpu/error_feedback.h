@@ -9,6 +9,12 @@
 // Update computes e = p, then e[idx] -= value for each sent (index, value): topk leaves exact
 // zeros at the sent positions, and a dense cast leaves exactly its rounding error p - cast(p).
 //
+// The daemon uses the copy-free form of the same step: CompensateToScratch(g, &norm) writes
+// p = g + e into a buffer the ErrorFeedback keeps between steps (and returns ‖g‖ from the same
+// pass), the caller compresses p, and CommitScratch(m) makes that buffer the residual (a swap,
+// no copy) before subtracting the sent values; ClearAfterScratch() is the dense step. The
+// residual it leaves is bit for bit the one Compensate + Update leave.
+//
 // CompensateKernel / UpdateResidualKernel are the free CPU twins of the CUDA kernels in
 // kernels/cuda/ (same arguments, same arithmetic, so the results agree bit for bit).
 //
@@ -21,6 +27,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "kernels/compressed.h"
 
@@ -53,10 +60,21 @@ class ErrorFeedback {
   // e = 0: the whole of p was sent uncompressed.
   void Clear();
 
+  // p = grad + e into the scratch buffer (grad must have size() elements), and ‖grad‖ (computed
+  // as L2Norm in kernels/multilevel.h computes it) into *grad_norm when not null. The returned
+  // span is valid until the next call of a non-const method.
+  absl::StatusOr<absl::Span<const float>> CompensateToScratch(absl::Span<const float> grad,
+                                                              double* grad_norm);
+  // e = p - decompress(sent) for the p of the last CompensateToScratch, as Update does (the same
+  // checks; on error the residual is unchanged). The scratch buffer becomes the residual.
+  absl::Status CommitScratch(const Compressed& sent);
+
   absl::Span<const float> residual() const { return residual_; }
 
  private:
   std::vector<float> residual_;
+  std::vector<float> scratch_;  // p of the last CompensateToScratch
+  bool scratch_valid_ = false;
 };
 
 }  // namespace gravac::kernels::cpu

@@ -45,4 +45,10 @@ absl::Status DecompressAdd(const Compressed& c, float scale, absl::Span<float> o
   return absl::OkStatus();
 }
 
+void DivideAll(absl::Span<float> out, float divisor) {
+  float* o = out.data();
+  const size_t n = out.size();
+  for (size_t i = 0; i < n; ++i) o[i] = o[i] / divisor;
+}
+
 }  // namespace gravac::kernels::cpu

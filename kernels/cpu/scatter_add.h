@@ -5,7 +5,10 @@
 //   DecompressAdd(c, scale, out): the same for a Compressed, sparse or dense (out[i] += scale *
 //   values[i]); out must have c.dense_size elements.
 //
-// Both validate everything (sizes, every index in [0, out.size())) before writing, so on error
+//   DivideAll(out, divisor): out[i] = out[i] / divisor for every i (the fp32 division of the
+//   average, vectorised: the same bits as an element-by-element loop).
+//
+// ScatterAdd and DecompressAdd validate everything (sizes, every index in [0, out.size())) before writing, so on error
 // `out` is unchanged. Duplicate indices accumulate in order. The products are computed in fp32
 // (scale * value, then added), exactly like the CUDA twin, so the two agree bit for bit when the
 // indices are distinct.
@@ -26,6 +29,8 @@ absl::Status ScatterAdd(absl::Span<const int32_t> indices, absl::Span<const floa
                         float scale, absl::Span<float> out);
 
 absl::Status DecompressAdd(const Compressed& c, float scale, absl::Span<float> out);
+
+void DivideAll(absl::Span<float> out, float divisor);
 
 }  // namespace gravac::kernels::cpu
 

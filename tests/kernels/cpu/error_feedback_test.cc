@@ -90,6 +90,86 @@ TEST(ErrorFeedbackTest, RejectsMismatchedSizesAndKeepsResidual) {
   EXPECT_EQ(std::vector<float>(ef.residual().begin(), ef.residual().end()), before);
 }
 
+TEST(ErrorFeedbackTest, ScratchStepsEqualCompensateAndUpdateBitForBit) {
+  // The daemon's copy-free step (CompensateToScratch + CommitScratch / Clear) against the
+  // reference (Compensate + Update / Clear): same p, same residual, every step.
+  const int64_t n = 1001;  // not a multiple of the norm's four lanes
+  ErrorFeedback ref(n), fast(n);
+  std::mt19937 rng(11);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::uniform_int_distribution<int> pick(0, static_cast<int>(n) - 1);
+  std::vector<float> g(n), p(n);
+  for (int step = 0; step < 60; ++step) {
+    for (float& x : g) x = dist(rng);
+    ASSERT_THAT(ref.Compensate(g, absl::MakeSpan(p)), IsOk());
+    double norm = -1.0;
+    absl::StatusOr<absl::Span<const float>> q = fast.CompensateToScratch(g, &norm);
+    ASSERT_THAT(q.status(), IsOk());
+    ASSERT_EQ(std::vector<float>(q->begin(), q->end()), p) << "step " << step;
+    long double sq = 0.0L;
+    for (float x : g) sq += static_cast<long double>(x) * x;
+    EXPECT_NEAR(norm, std::sqrt(static_cast<double>(sq)), 1e-12 * norm) << "step " << step;
+    Compressed sent;
+    sent.dense_size = n;
+    if (step % 7 == 3) {
+      ref.Clear();
+      fast.Clear();
+    } else {
+      if (step % 5 == 4) {  // a dense cast: the residual keeps the rounding error
+        sent.dense = true;
+        sent.value_type = ValueType::kFloat16;
+        sent.values = p;
+        RoundToValueType(ValueType::kFloat16, absl::MakeSpan(sent.values));
+      } else {  // a sparse message of p's values at ascending distinct indices
+        std::vector<bool> chosen(n, false);
+        for (int j = 0; j < 50; ++j) chosen[pick(rng)] = true;
+        for (int64_t i = 0; i < n; ++i) {
+          if (!chosen[i]) continue;
+          sent.indices.push_back(static_cast<int32_t>(i));
+          sent.values.push_back(i % 3 == 0 ? p[i] * 0.5f : p[i]);  // partly sent values too
+        }
+      }
+      ASSERT_THAT(ref.Update(p, sent), IsOk());
+      ASSERT_THAT(fast.CommitScratch(sent), IsOk());
+    }
+    ASSERT_EQ(std::vector<float>(fast.residual().begin(), fast.residual().end()),
+              std::vector<float>(ref.residual().begin(), ref.residual().end()))
+        << "step " << step;
+  }
+}
+
+TEST(ErrorFeedbackTest, CommitScratchChecksAndKeepsResidual) {
+  ErrorFeedback ef(3);
+  Compressed sent;
+  sent.dense_size = 3;
+  sent.indices = {1};
+  sent.values = {2};
+  EXPECT_THAT(ef.CommitScratch(sent), StatusIs(absl::StatusCode::kFailedPrecondition));
+  std::vector<float> g = {1, 2, 3};
+  ASSERT_THAT(ef.CompensateToScratch(g, nullptr).status(), IsOk());
+  ASSERT_THAT(ef.CommitScratch(sent), IsOk());
+  EXPECT_THAT(ef.residual(), ElementsAre(1, 0, 3));
+  EXPECT_THAT(ef.CommitScratch(sent), StatusIs(absl::StatusCode::kFailedPrecondition))
+      << "a scratch is committed once";
+
+  absl::StatusOr<absl::Span<const float>> p = ef.CompensateToScratch(g, nullptr);
+  ASSERT_THAT(p.status(), IsOk());
+  EXPECT_THAT(*p, ElementsAre(2, 2, 6));
+  Compressed bad = sent;
+  bad.indices = {3};
+  EXPECT_THAT(ef.CommitScratch(bad),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("index 3")));
+  bad = sent;
+  bad.dense_size = 4;
+  EXPECT_THAT(ef.CommitScratch(bad),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("dense_size 4")));
+  EXPECT_THAT(ef.residual(), ElementsAre(1, 0, 3)) << "failed commits leave the residual";
+  std::vector<float> short_g = {1, 2};
+  EXPECT_THAT(ef.CompensateToScratch(short_g, nullptr).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ef.residual(), ElementsAre(1, 0, 3));
+}
+
 TEST(ErrorFeedbackTest, FreeKernelsMatchTheClass) {
   std::vector<float> g = {0.5f, 1.5f, -2.5f, 4.0f, 8.0f};
   std::vector<float> e = {0.25f, 0.0f, 1.0f, -1.0f, 0.125f};

@@ -1,6 +1,7 @@
 #include "kernels/cpu/scatter_add.h"
 
 #include <cstdint>
+#include <random>
 #include <vector>
 
 #include "core/testing/status_matchers.h"
@@ -90,6 +91,22 @@ TEST(DecompressAddTest, AveragesRanksLikeTheAllgatherPath) {
   ASSERT_THAT(DecompressAdd(m0, 0.5f, absl::MakeSpan(out)), IsOk());
   ASSERT_THAT(DecompressAdd(m1, 0.5f, absl::MakeSpan(out)), IsOk());
   EXPECT_THAT(out, ElementsAre(1, 0, 6, 5, 0, 3));
+}
+
+TEST(DivideAllTest, EqualsElementByElementDivisionBitForBit) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> value(0.0f, 3.0f);
+  for (int64_t n : {0, 1, 7, 1001}) {
+    for (float divisor : {3.0f, 4.0f, 7.0f}) {
+      std::vector<float> out(n);
+      for (float& v : out) v = value(rng);
+      if (n > 1) out[1] = 0.0f;
+      std::vector<float> want = out;
+      for (volatile float& v : want) v = v / divisor;  // volatile: one scalar division each
+      DivideAll(absl::MakeSpan(out), divisor);
+      EXPECT_EQ(out, want) << n << " elements / " << divisor;
+    }
+  }
 }
 
 }  // namespace
