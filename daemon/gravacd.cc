@@ -1,14 +1,18 @@
 #include "daemon/gravacd.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <fstream>
 #include <memory>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_format.h"
 #include "core/absl_compat.h"
 #include "core/status.h"
 #include "daemon/collectives/communicator.h"
 #include "daemon/control/controller_client.h"
+#include "daemon/daemon_metrics.h"
 #include "daemon/engine/engine.h"
 #include "daemon/local/worker_server.h"
 #include "daemon/transport/transport_registry.h"
@@ -46,6 +50,10 @@ constexpr SettingSpec kSettings[] = {
      SettingType::kDouble},
     {"shutdown_timeout_s", "GRAVAC_SHUTDOWN_TIMEOUT_S", "60",
      "limit for the nodes to agree the end of the job", SettingType::kDouble},
+    {"metrics_address", "GRAVAC_METRICS_ADDRESS", "0.0.0.0:9471",
+     "serve Prometheus /metrics on host:port (:port = all interfaces, port 0 = any free port); "
+     "off = not served"},
+    {"metrics_port_file", "", "", "write the bound metrics port to this file once serving"},
     {"log_level", "GRAVAC_LOG_LEVEL", "info", "debug | info | warning | error"},
 };
 
@@ -112,7 +120,44 @@ absl::StatusOr<GravacdOptions> GravacdOptionsFromSettings(const Settings& s) {
   ASSIGN_OR_RETURN(o.worker_timeout, PositiveSeconds(s, "worker_timeout_s"));
   ASSIGN_OR_RETURN(o.join_timeout, PositiveSeconds(s, "join_timeout_s"));
   ASSIGN_OR_RETURN(o.shutdown_timeout, PositiveSeconds(s, "shutdown_timeout_s"));
+  ASSIGN_OR_RETURN(o.metrics_address, s.GetString("metrics_address"));
+  const std::string address(absl::StripAsciiWhitespace(o.metrics_address));
+  if (!address.empty() && absl::AsciiStrToLower(address) != "off") {
+    std::string host;
+    int port = 0;
+    if (absl::Status bad = ParseMetricsAddress(address, &host, &port); !bad.ok()) {
+      return absl::InvalidArgumentError(
+          StrCat("--metrics_address (GRAVAC_METRICS_ADDRESS): ", bad.message()));
+    }
+  }
+  ASSIGN_OR_RETURN(o.metrics_port_file, s.GetString("metrics_port_file"));
   return o;
+}
+
+absl::StatusOr<std::unique_ptr<MetricsEndpoint>> StartGravacdMetrics(const GravacdOptions& options,
+                                                                     Logger* log) {
+  ASSIGN_OR_RETURN(std::unique_ptr<MetricsEndpoint> endpoint,
+                   MetricsEndpoint::Start(options.metrics_address));
+  if (!endpoint->serving()) {
+    GRAVAC_LOG(*log, kInfo, "metrics: off");
+    return endpoint;
+  }
+  GRAVAC_LOG(*log, kInfo, "metrics: serving on %s", endpoint->url());
+  if (!options.metrics_port_file.empty()) {
+    const std::string& path = options.metrics_port_file;
+    const std::string tmp = StrCat(path, ".tmp");
+    {
+      std::ofstream out(tmp, std::ios::trunc);
+      out << endpoint->port() << "\n";
+      if (!out.good()) {
+        return absl::InternalError(StrCat("--metrics_port_file: cannot write ", tmp));
+      }
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+      return absl::InternalError(StrCat("--metrics_port_file: cannot rename ", tmp, " to ", path));
+    }
+  }
+  return endpoint;
 }
 
 absl::StatusOr<std::pair<int, int>> NodePlacement(int first_rank, int local_size, int world_size,
@@ -159,6 +204,12 @@ absl::Status Gravacd::WaitInSlices(absl::Duration limit,
 absl::Status Gravacd::Run() {
   // Declared so that the server (whose thread calls into the engine) goes first, then the engine
   // (which reads the client and owns the communicator over the transport), client, transport.
+  // The metrics go first: every component below reports to them until it is destroyed.
+  std::unique_ptr<DaemonMetrics> metrics;
+  if (metrics_ != nullptr) {
+    ASSIGN_OR_RETURN(metrics,
+                     DaemonMetrics::Create(*metrics_, options_.node_name, options_.local_size));
+  }
   std::unique_ptr<transport::Transport> transport;
   std::unique_ptr<ControllerClient> client;
   std::unique_ptr<Engine> engine;
@@ -167,7 +218,8 @@ absl::Status Gravacd::Run() {
                            .socket_group = options_.socket_group,
                            .local_size = options_.local_size,
                            .stall_warning = options_.stall_warning,
-                           .log = log_});
+                           .log = log_,
+                           .metrics = metrics.get()});
   if (!started.ok()) {
     return Context(started.status(), StrCat("opening the worker socket ", options_.socket_path));
   }
@@ -205,6 +257,7 @@ absl::Status Gravacd::Run() {
 
   ControllerClientOptions copts{
       .address = options_.controller, .join_timeout = options_.join_timeout, .log = log_};
+  copts.metrics = metrics.get();
   absl::StatusOr<std::unique_ptr<ControllerClient>> created =
       ControllerClient::Create(std::move(copts));
   if (!created.ok()) return Context(created.status(), "creating the controller client");
@@ -236,6 +289,7 @@ absl::Status Gravacd::Run() {
         joined->node_rank, joined->layout.size(), joined->transport_addresses.size(), node_rank,
         nodes));
   }
+  if (metrics != nullptr) metrics->SetJoined(node_rank, nodes);
   GRAVAC_LOG(*log_, kInfo, "node %d of %d: ranks [%d, %d) of %d; %s transport; controller %s",
              node_rank, nodes, local.first_rank, local.first_rank + local.local_size,
              local.world_size, options_.transport, options_.controller);
@@ -253,7 +307,8 @@ absl::Status Gravacd::Run() {
                      .cycle_time = options_.cycle_time,
                      .stall_warning = options_.stall_warning,
                      .step_log_path = options_.step_log,
-                     .log = log_},
+                     .log = log_,
+                     .metrics = metrics.get()},
                     *std::move(comm), client.get(), client.get());
   if (!engine_or.ok()) return Context(engine_or.status(), "starting the engine");
   engine = *std::move(engine_or);

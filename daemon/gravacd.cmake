@@ -7,7 +7,8 @@ endif()
 
 add_library(gravac_gravacd ${CMAKE_CURRENT_SOURCE_DIR}/gravacd.cc)
 target_link_libraries(gravac_gravacd PUBLIC gravac_local gravac_engine gravac_control
-  gravac_collectives gravac_transport gravac_core absl::synchronization absl::time)
+  gravac_collectives gravac_transport gravac_daemon_metrics gravac_metrics gravac_core
+  absl::synchronization absl::time)
 gravac_target_warnings(gravac_gravacd)
 
 add_executable(gravacd ${CMAKE_CURRENT_SOURCE_DIR}/main.cc)

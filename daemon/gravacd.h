@@ -1,6 +1,11 @@
 // Gravacd: the node daemon's object graph and its life cycle, built from parsed settings by
 // daemon/main.cc (no globals).
 //
+// Metrics (core/metrics.h): main starts the MetricsEndpoint from --metrics_address before Run
+// (StartGravacdMetrics: logs where it serves, writes --metrics_port_file) and passes its
+// registry; Run registers gravacd's families (DaemonMetrics, node = --node_name) and hands them to
+// the worker server, the controller client and the engine.
+//
 // Run() goes through these steps, each failure returned with the step named:
 //   1. WorkerServer::Start (the workers' Unix socket), WaitForWorkers (their hellos give this
 //      node's ranks: first_rank, local_size, world_size);
@@ -27,6 +32,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -37,6 +43,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "core/logging.h"
+#include "core/metrics.h"
 #include "core/settings.h"
 
 namespace gravac::daemon {
@@ -62,6 +69,8 @@ struct GravacdOptions {
   absl::Duration worker_timeout = absl::Seconds(120);   // all local workers said hello
   absl::Duration join_timeout = absl::Seconds(120);     // all daemons joined
   absl::Duration shutdown_timeout = absl::Seconds(60);  // engine shutdown agreed
+  std::string metrics_address = "0.0.0.0:9471";         // host:port, :port (0 = any) or off
+  std::string metrics_port_file;                        // "" = none; the bound port once serving
 };
 
 // The settings table (flags and GRAVAC_* variables) of gravacd, including log_level.
@@ -77,10 +86,18 @@ absl::StatusOr<GravacdOptions> GravacdOptionsFromSettings(const Settings& settin
 absl::StatusOr<std::pair<int, int>> NodePlacement(int first_rank, int local_size, int world_size,
                                                   int node_rank_flag, int nodes_flag);
 
+// Starts serving /metrics at options.metrics_address ("off": a registry served nowhere), logs
+// "metrics: serving on URL" or "metrics: off", and writes the bound port to
+// options.metrics_port_file when serving (tmp file + rename). Fails with core/metrics' message
+// when the port cannot be bound, or when the port file cannot be written.
+absl::StatusOr<std::unique_ptr<MetricsEndpoint>> StartGravacdMetrics(const GravacdOptions& options,
+                                                                     Logger* log);
+
 class Gravacd {
  public:
-  // `log` must outlive the Gravacd.
-  Gravacd(GravacdOptions options, Logger* log) : options_(std::move(options)), log_(log) {}
+  // `log` and `metrics` (the process's registry; nullptr = no metrics) must outlive the Gravacd.
+  Gravacd(GravacdOptions options, Logger* log, prometheus::Registry* metrics = nullptr)
+      : options_(std::move(options)), log_(log), metrics_(metrics) {}
   Gravacd(const Gravacd&) = delete;
   Gravacd& operator=(const Gravacd&) = delete;
 
@@ -99,6 +116,7 @@ class Gravacd {
 
   const GravacdOptions options_;
   Logger* const log_;
+  prometheus::Registry* const metrics_;
   mutable absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   ControllerClient* joining_ ABSL_GUARDED_BY(mu_) = nullptr;  // set while Join blocks

@@ -2,6 +2,8 @@
 // runs it; SIGINT / SIGTERM stop it cleanly (read from a signalfd by a helper thread, which asks
 // the daemon to stop; if the daemon has not stopped 10 s later the process exits with 1).
 //
+// /metrics is served from start-up (--metrics_address, default 0.0.0.0:9471; off = not served).
+//
 //   gravacd --controller=10.0.0.1:7070 --socket=/run/gravac/gravacd.sock --local_size=4
 #include <poll.h>
 #include <signal.h>
@@ -11,6 +13,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,6 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "core/absl_compat.h"
 #include "core/logging.h"
+#include "core/metrics.h"
 #include "core/settings.h"
 #include "core/status.h"
 #include "daemon/gravacd.h"
@@ -78,7 +82,14 @@ int Main(const Settings& settings) {
     return 1;
   }
 
-  Gravacd daemon(*options, &log);
+  // After the signals are blocked: the metrics server's threads inherit the mask.
+  absl::StatusOr<std::unique_ptr<MetricsEndpoint>> metrics = StartGravacdMetrics(*options, &log);
+  if (!metrics.ok()) {
+    GRAVAC_LOG(log, kError, "%s", metrics.status().ToString());
+    return 1;
+  }
+
+  Gravacd daemon(*options, &log, &(*metrics)->registry());
   std::thread watcher(WatchSignals, signal_fd, done_fd, &daemon, &log, options->socket_path);
   absl::Status status = daemon.Run();
   const uint64_t one = 1;

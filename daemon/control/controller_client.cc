@@ -268,11 +268,14 @@ void ControllerClient::Impl::WatchLoop() {
       if (!got_any) {
         got_any = true;
         backoff = options_.reconnect_initial;
+        if (options_.metrics != nullptr) options_.metrics->SetControllerConnected(true);
       }
+      if (options_.metrics != nullptr) options_.metrics->OnDecisionReceived();
       Adopt(FromProto(decision), "pushed");
     }
     grpc::Status status = reader->Finish();
     Unregister(&watch_ctx_);
+    if (options_.metrics != nullptr) options_.metrics->SetControllerConnected(false);
     {
       absl::MutexLock lock(&mu_);
       if (stop_) return;

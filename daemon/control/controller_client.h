@@ -29,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/logging.h"
+#include "daemon/daemon_metrics.h"
 #include "daemon/engine/types.h"
 
 namespace gravac::daemon {
@@ -49,6 +50,9 @@ struct ControllerClientOptions {
   // HTTP/2 keepalive pings, also while idle, so a dead controller is noticed (the controller
   // accepts pings every 5 s or more).
   absl::Duration keepalive_time = absl::Seconds(10);
+  // gravac_controller_connected (1 from the first decision of a WatchDecisions stream until it
+  // ends) and gravac_decisions_received_total; nullptr = no metrics. Must outlive the client.
+  DaemonMetrics* metrics = nullptr;
 };
 
 // What this daemon tells the controller when it joins.

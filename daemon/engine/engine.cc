@@ -13,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "core/absl_compat.h"
 #include "core/status.h"
+#include "daemon/daemon_metrics.h"
 #include "daemon/engine/executor.h"
 #include "daemon/engine/negotiation.h"
 
@@ -67,13 +68,30 @@ std::string DescribePeer(std::string_view message, const std::vector<NodeLayout>
 
 }  // namespace
 
+// Forwards each step's statistics to the engine's StatsSink (if any) after counting them in the
+// daemon's metrics.
+class MeteredStats : public StatsSink {
+ public:
+  MeteredStats(DaemonMetrics* metrics, StatsSink* next) : metrics_(metrics), next_(next) {}
+  void Report(const NodeStepStats& stats) override {
+    metrics_->OnStepDone(stats);
+    if (next_ != nullptr) next_->Report(stats);
+  }
+
+ private:
+  DaemonMetrics* const metrics_;
+  StatsSink* const next_;
+};
+
 class EngineCore {
  public:
   EngineCore(EngineOptions options, std::unique_ptr<collectives::Communicator> comm,
-             DecisionSource* decisions, std::unique_ptr<Executor> executor)
+             DecisionSource* decisions, std::unique_ptr<StatsSink> metered_stats,
+             std::unique_ptr<Executor> executor)
       : options_(std::move(options)),
         comm_(std::move(comm)),
         decisions_(decisions),
+        metered_stats_(std::move(metered_stats)),
         executor_(std::move(executor)),
         negotiator_(options_.node_rank, options_.layout) {}
 
@@ -95,6 +113,7 @@ class EngineCore {
     }
     TensorResult r;
     r.status = refused;
+    if (options_.metrics != nullptr) options_.metrics->OnError(refused);
     if (done) done(std::move(r));
   }
 
@@ -144,6 +163,7 @@ class EngineCore {
   };
 
   void Complete(Local& local, TensorResult result) {
+    if (options_.metrics != nullptr) options_.metrics->OnError(result.status);
     if (local.done) local.done(std::move(result));
     local.done = nullptr;
   }
@@ -184,6 +204,7 @@ class EngineCore {
         r.status = absl::InvalidArgumentError(absl::StrFormat(
             "tensor '%s': ranks %s: posted again while the previous one is pending", name,
             FormatRanks(options_.layout, std::vector<int>{options_.node_rank})));
+        if (options_.metrics != nullptr) options_.metrics->OnError(r.status);
         in.done(std::move(r));
         continue;
       }
@@ -214,9 +235,13 @@ class EngineCore {
     if (options_.moved_on_grace > absl::ZeroDuration()) {
       message.give_up_moved_on = negotiator_.MovedOn(now, options_.moved_on_grace);
     }
+    const int64_t negotiation_start = absl::GetCurrentTimeNanos();
+    const std::vector<uint8_t> encoded = EncodeMessage(message);
     std::vector<uint8_t> recv;
     std::vector<size_t> sizes;
-    absl::Status s = comm_->AllgathervAnySize(EncodeMessage(message), &recv, &sizes);
+    absl::Status s = TimedCollective(options_.metrics, CollectiveOp::kNegotiation, [&] {
+      return comm_->AllgathervAnySize(encoded, &recv, &sizes);
+    });
     if (!s.ok()) {
       *stop = Annotate(s);
       return false;
@@ -250,10 +275,16 @@ class EngineCore {
       Complete(it->second, std::move(r));
       locals_.erase(it);
     }
+    if (options_.metrics != nullptr) {
+      options_.metrics->AddPhase(EnginePhase::kNegotiation,
+                                 (absl::GetCurrentTimeNanos() - negotiation_start) * 1e-9);
+    }
     if (!outcome->ready.empty() && !Execute(outcome->ready, stop)) return false;
-    if (options_.log != nullptr) {
-      for (const std::string& line : negotiator_.StallReports(now, options_.stall_warning)) {
-        GRAVAC_LOG(*options_.log, kWarning, "%s", line);
+    if (options_.log != nullptr || options_.metrics != nullptr) {
+      const std::vector<std::string> stalls = negotiator_.StallReports(now, options_.stall_warning);
+      if (options_.metrics != nullptr) options_.metrics->OnStalls(stalls.size());
+      for (const std::string& line : stalls) {
+        if (options_.log != nullptr) GRAVAC_LOG(*options_.log, kWarning, "%s", line);
       }
     }
     if (outcome->shutdown) {
@@ -275,11 +306,13 @@ class EngineCore {
                      .compressor = executor_->compressor()};
     std::vector<TensorResult> results(ready.size());
     for (const Group& group : PlanGroups(ready, plan)) {
+      const int64_t group_start = absl::GetCurrentTimeNanos();
       absl::Status s = executor_->Run(group, items, &results);
       if (!s.ok()) {
         *stop = Annotate(s);
         return false;
       }
+      if (options_.metrics != nullptr) CountGroup(group, results, group_start);
       for (size_t i : group.members) {
         auto it = locals_.find(ready[i].spec.name);
         Complete(it->second, std::move(results[i]));
@@ -287,6 +320,15 @@ class EngineCore {
       }
     }
     return true;
+  }
+
+  // Phases of a group the executor ran, and the tensors it sent compressed.
+  void CountGroup(const Group& group, const std::vector<TensorResult>& results, int64_t start_ns) {
+    options_.metrics->OnGroupDone(start_ns, absl::GetCurrentTimeNanos());
+    if (group.mode != GroupMode::kSparseAllreduce) return;
+    int64_t compressed = 0;
+    for (size_t i : group.members) compressed += results[i].status.ok() ? 1 : 0;
+    options_.metrics->AddCompressedTensors(compressed);
   }
 
   absl::Status Annotate(const absl::Status& s) const {
@@ -334,6 +376,7 @@ class EngineCore {
     for (Inbox& in : inbox) {
       TensorResult r;
       r.status = stop;
+      if (options_.metrics != nullptr) options_.metrics->OnError(stop);
       in.done(std::move(r));
     }
   }
@@ -341,6 +384,7 @@ class EngineCore {
   const EngineOptions options_;
   std::unique_ptr<collectives::Communicator> comm_;
   DecisionSource* decisions_;
+  std::unique_ptr<StatsSink> metered_stats_;  // the executor's sink when metrics are on
   std::unique_ptr<Executor> executor_;
   std::thread thread_;
 
@@ -393,11 +437,17 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(
                                  .layout = options.layout,
                                  .job = options.job,
                                  .step_log_path = options.step_log_path,
-                                 .log = options.log};
+                                 .log = options.log,
+                                 .metrics = options.metrics};
+  std::unique_ptr<StatsSink> metered;
+  if (options.metrics != nullptr) {
+    metered = std::make_unique<internal::MeteredStats>(options.metrics, stats);
+    stats = metered.get();
+  }
   ASSIGN_OR_RETURN(auto executor, internal::Executor::Create(std::move(exec), comm.get(),
                                                              std::move(compressor), stats));
   auto core = std::make_unique<internal::EngineCore>(std::move(options), std::move(comm), decisions,
-                                                     std::move(executor));
+                                                     std::move(metered), std::move(executor));
   core->StartThread();
   return std::unique_ptr<Engine>(new Engine(std::move(core)));
 }

@@ -45,6 +45,8 @@
 
 namespace gravac::daemon {
 
+class DaemonMetrics;
+
 struct EngineOptions {
   int node_rank = 0;
   std::vector<NodeLayout> layout;  // per node, in node order
@@ -54,6 +56,9 @@ struct EngineOptions {
   absl::Duration stall_warning = absl::Seconds(60);
   std::string step_log_path;  // "" = none
   Logger* log = nullptr;      // core/logging.h; nullptr = no log lines
+  // daemon/daemon_metrics.h: steps, phases, collective latencies, bytes, stalls and errors;
+  // nullptr = no metrics. Must outlive the engine.
+  DaemonMetrics* metrics = nullptr;
   // Every node lists a tensor that some other node lacks and nothing moved for this long: the
   // partial tensors fail on every node ("name missing"). Zero disables the check.
   absl::Duration mismatch_timeout = absl::Seconds(5);

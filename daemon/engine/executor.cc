@@ -143,8 +143,7 @@ absl::Status Executor::Compensate(const WorkItem& item, Compensated* c) {
   const TensorSpec& s = item.ready.spec;
   const int64_t n = Elements(s.shape);
   const auto g = absl::MakeConstSpan(reinterpret_cast<const float*>(item.tensor->data.data()), n);
-  c->p.resize(n);
-  RETURN_IF_ERROR(ResidualFor(s.name, n).Compensate(g, absl::MakeSpan(c->p)));
+  ASSIGN_OR_RETURN(c->p, ResidualFor(s.name, n).CompensateToScratch(g, &c->grad_norm));
   const kernels::CompressContext ctx{s.name, s.step, options_.job.job_seed};
   const double theta_min = options_.job.theta_min, theta_c = item.ready.decision.theta_candidate;
   if (theta_c >= theta_min && theta_min >= 1.0) {
@@ -182,9 +181,7 @@ void Executor::AddNorms(const WorkItem& item, const Compensated& c) {
   StepStats* st = StatsFor(item);
   if (st == nullptr) return;
   const bool global = options_.job.global_norm;
-  const int64_t n = Elements(item.ready.spec.shape);
-  const auto g = absl::MakeConstSpan(reinterpret_cast<const float*>(item.tensor->data.data()), n);
-  st->stats.n_g += Norm(kernels::L2Norm(g), global);
+  st->stats.n_g += Norm(c.grad_norm, global);
   st->stats.n_min += Norm(c.levels.norm_min, global);
   st->stats.n_c += Norm(c.levels.norm_candidate, global);
 }
@@ -205,21 +202,34 @@ void Executor::ReportStepsBefore(int64_t step) {
 
 void Executor::Flush() { ReportStepsBefore(INT64_MAX); }
 
+void Executor::MarkExchange(bool start) {
+  (start ? timing_.exchange_start_ns : timing_.exchange_end_ns) = absl::GetCurrentTimeNanos();
+}
+
 void Executor::LogGroup(const Group& group, const std::vector<WorkItem>& items, double theta,
                         const char* collective) {
   if (step_log_ == nullptr) return;
   std::vector<std::string> names;
   for (size_t i : group.members) names.push_back(items[i].ready.spec.name);
   const WorkItem& first = items[group.members.front()];
-  const std::string line =
-      absl::StrFormat("step=%d epoch=%d theta=%g collective=%s tensors=%s\n", first.ready.spec.step,
-                      first.ready.decision.epoch, theta, collective, absl::StrJoin(names, ","));
+  // Phases: prepare (compensation, compression, packing), exchange (the collective), finish
+  // (decoding, scatter-add, averaging, results); a phase that did not run counts zero.
+  const int64_t end_ns = absl::GetCurrentTimeNanos();
+  const int64_t xs = timing_.exchange_start_ns > 0 ? timing_.exchange_start_ns : end_ns;
+  const int64_t xe = timing_.exchange_end_ns >= xs ? timing_.exchange_end_ns : xs;
+  const std::string line = absl::StrFormat(
+      "step=%d epoch=%d theta=%g collective=%s tensors=%s prepare_ms=%.3f exchange_ms=%.3f "
+      "finish_ms=%.3f start_s=%.6f\n",
+      first.ready.spec.step, first.ready.decision.epoch, theta, collective,
+      absl::StrJoin(names, ","), (xs - timing_.start_ns) * 1e-6, (xe - xs) * 1e-6,
+      (end_ns - xe) * 1e-6, timing_.start_ns * 1e-9);
   std::fwrite(line.data(), 1, line.size(), step_log_);
   std::fflush(step_log_);
 }
 
 absl::Status Executor::Run(const Group& group, std::vector<WorkItem>& items,
                            std::vector<TensorResult>* results) {
+  timing_ = GroupTiming{.start_ns = absl::GetCurrentTimeNanos()};
   for (size_t i : group.members) {
     TensorResult& r = (*results)[i];
     r.decision_epoch = items[i].ready.decision.epoch;
@@ -231,19 +241,24 @@ absl::Status Executor::Run(const Group& group, std::vector<WorkItem>& items,
           RingBytes(Elements(spec.shape) * DataTypeSize(spec.dtype), comm_->size());
     }
   }
+  absl::Status status;
   switch (group.mode) {
     case GroupMode::kDenseAllreduce:
+      status = RunDense(group, items, results);
       LogGroup(group, items, 1.0, "dense_allreduce");
-      return RunDense(group, items, results);
+      return status;
     case GroupMode::kSparseAllreduce:
+      status = RunSparse(group, items, results);
       LogGroup(group, items, group.theta, "sparse_allgather");
-      return RunSparse(group, items, results);
+      return status;
     case GroupMode::kAllgather:
+      status = RunAllgather(items[group.members[0]], &(*results)[group.members[0]]);
       LogGroup(group, items, 1.0, "allgather");
-      return RunAllgather(items[group.members[0]], &(*results)[group.members[0]]);
+      return status;
     case GroupMode::kBroadcast:
+      status = RunBroadcast(items[group.members[0]], &(*results)[group.members[0]]);
       LogGroup(group, items, 1.0, "broadcast");
-      return RunBroadcast(items[group.members[0]], &(*results)[group.members[0]]);
+      return status;
   }
   return absl::InternalError("engine: unknown group mode");
 }
@@ -262,7 +277,7 @@ absl::Status Executor::RunDense(const Group& group, std::vector<WorkItem>& items
     const std::vector<uint8_t>& g = item.tensor->data;
     if (Compressible(item.ready.spec, compressor_.get())) {
       // A dense step of a compressed tensor sends p = g + e and clears e.
-      Compensated c;
+      Compensated& c = compensated_;
       absl::Status s = Compensate(item, &c);
       if (s.ok()) {
         AddNorms(item, c);
@@ -280,8 +295,16 @@ absl::Status Executor::RunDense(const Group& group, std::vector<WorkItem>& items
     if (StepStats* st = StatsFor(item)) st->stats.bytes_sent += RingBytes(g.size(), comm_->size());
     offset += g.size();
   }
-  RETURN_IF_ERROR(comm_->Allreduce(buffer.data(), buffer.data(), total / elem, type,
-                                   collectives::ReduceOp::kSum));
+  MarkExchange(true);
+  RETURN_IF_ERROR(TimedCollective(options_.metrics, CollectiveOp::kDenseAllreduce, [&] {
+    return comm_->Allreduce(buffer.data(), buffer.data(), total / elem, type,
+                            collectives::ReduceOp::kSum);
+  }));
+  MarkExchange(false);
+
+  if (options_.metrics) {
+    options_.metrics->AddSentBytes(BytesKind::kDense, RingBytes(total, comm_->size()));
+  }
   offset = 0;
   for (size_t i : group.members) {
     TensorResult& r = (*results)[i];
@@ -301,12 +324,12 @@ absl::Status Executor::RunSparse(const Group& group, std::vector<WorkItem>& item
   // Payload: per member, u8 ok, then the wire encoding (u64 size + bytes) or an error string.
   std::vector<uint8_t> payload;
   ByteWriter w(&payload);
-  std::vector<uint8_t> encoded;
-  kernels::Compressed other;
+  std::vector<uint8_t>& encoded = encoded_;
+  kernels::Compressed& other = other_;
   for (size_t i : group.members) {
     WorkItem& item = items[i];
     const TensorSpec& s = item.ready.spec;
-    Compensated c;
+    Compensated& c = compensated_;
     absl::Status status = Compensate(item, &c);
     const kernels::Compressed* sent = nullptr;
     if (status.ok()) {
@@ -321,7 +344,7 @@ absl::Status Executor::RunSparse(const Group& group, std::vector<WorkItem>& item
         sent = &other;
       }
     }
-    if (status.ok()) status = ResidualFor(s.name, c.p.size()).Update(c.p, *sent);
+    if (status.ok()) status = ResidualFor(s.name, c.p.size()).CommitScratch(*sent);
     if (status.ok()) status = kernels::Encode(*sent, &encoded);
     if (status.ok()) {
       w.Put<uint8_t>(1);
@@ -339,19 +362,29 @@ absl::Status Executor::RunSparse(const Group& group, std::vector<WorkItem>& item
   }
   std::vector<uint8_t> recv;
   std::vector<size_t> sizes;
-  RETURN_IF_ERROR(comm_->AllgathervAnySize(payload, &recv, &sizes));
+  MarkExchange(true);
+  RETURN_IF_ERROR(TimedCollective(options_.metrics, CollectiveOp::kSparseAllgather, [&] {
+    return comm_->AllgathervAnySize(payload, &recv, &sizes);
+  }));
+  MarkExchange(false);
+
   const int p = comm_->size();
   const int64_t sent_bytes =
       p <= 1 ? 0 : static_cast<int64_t>(recv.size() - sizes[(comm_->rank() + 1) % p]);
+  if (options_.metrics) options_.metrics->AddSentBytes(BytesKind::kSparse, sent_bytes);
   if (StepStats* st = StatsFor(items[group.members.front()])) st->stats.bytes_sent += sent_bytes;
 
-  std::vector<std::vector<float>> sums(group.members.size());
+  // Each member's sum goes into its own input buffer (in memory already, and its gradient is no
+  // longer needed: the compensation above consumed it), which then becomes the result.
+  std::vector<absl::Span<float>> sums(group.members.size());
   std::vector<std::string> errors(group.members.size());
   for (size_t m = 0; m < group.members.size(); ++m) {
-    sums[m].assign(Elements(items[group.members[m]].ready.spec.shape), 0.0f);
+    std::vector<uint8_t>& data = items[group.members[m]].tensor->data;
+    std::fill(data.begin(), data.end(), uint8_t{0});
+    sums[m] = absl::MakeSpan(reinterpret_cast<float*>(data.data()), data.size() / sizeof(float));
   }
   size_t offset = 0;
-  kernels::Compressed part;
+  kernels::Compressed& part = other_;
   for (int n = 0; n < p; ++n) {
     ByteReader r(absl::MakeConstSpan(recv).subspan(offset, sizes[n]));
     offset += sizes[n];
@@ -367,7 +400,7 @@ absl::Status Executor::RunSparse(const Group& group, std::vector<WorkItem>& item
       } else {
         const uint64_t size = r.Get<uint64_t>();
         status = kernels::Decode(r.GetBytes(size), &part);
-        if (status.ok()) status = kernels::cpu::DecompressAdd(part, 1.0f, absl::MakeSpan(sums[m]));
+        if (status.ok()) status = kernels::cpu::DecompressAdd(part, 1.0f, sums[m]);
       }
       if (!status.ok() && errors[m].empty()) {
         errors[m] = absl::StrFormat("tensor '%s': ranks %s: %s", name,
@@ -375,7 +408,7 @@ absl::Status Executor::RunSparse(const Group& group, std::vector<WorkItem>& item
       }
     }
   }
-  const float world = static_cast<float>(world_size());
+  const int world = world_size();
   for (size_t m = 0; m < group.members.size(); ++m) {
     const size_t i = group.members[m];
     TensorResult& r = (*results)[i];
@@ -386,10 +419,9 @@ absl::Status Executor::RunSparse(const Group& group, std::vector<WorkItem>& item
       continue;
     }
     if (items[i].ready.spec.reduce_op == collectives::ReduceOp::kAverage) {
-      for (float& v : sums[m]) v /= world;
+      kernels::cpu::DivideAll(sums[m], static_cast<float>(world));
     }
-    r.data.resize(sums[m].size() * sizeof(float));
-    if (!r.data.empty()) std::memcpy(r.data.data(), sums[m].data(), r.data.size());
+    r.data = std::move(items[i].tensor->data);
   }
   return absl::OkStatus();
 }
@@ -402,7 +434,16 @@ absl::Status Executor::RunAllgather(WorkItem& item, TensorResult* result) {
   w.PutBytes(item.tensor->data.data(), item.tensor->data.size());
   std::vector<uint8_t> recv;
   std::vector<size_t> sizes;
-  RETURN_IF_ERROR(comm_->AllgathervAnySize(payload, &recv, &sizes));
+  MarkExchange(true);
+  RETURN_IF_ERROR(TimedCollective(options_.metrics, CollectiveOp::kAllgather, [&] {
+    return comm_->AllgathervAnySize(payload, &recv, &sizes);
+  }));
+  MarkExchange(false);
+
+  if (options_.metrics && comm_->size() > 1) {  // every block but the right neighbour's
+    options_.metrics->AddSentBytes(BytesKind::kDense,
+                                   recv.size() - sizes[(comm_->rank() + 1) % comm_->size()]);
+  }
   result->collective = "allgather";
   size_t offset = 0;
   for (size_t n = 0; n < sizes.size(); ++n) {
@@ -441,7 +482,17 @@ absl::Status Executor::RunBroadcast(WorkItem& item, TensorResult* result) {
     return absl::OkStatus();
   }
   result->data = std::move(item.tensor->data);
-  return comm_->Broadcast(result->data.data(), result->data.size(), root_node);
+  MarkExchange(true);
+  RETURN_IF_ERROR(TimedCollective(options_.metrics, CollectiveOp::kBroadcast, [&] {
+    return comm_->Broadcast(result->data.data(), result->data.size(), root_node);
+  }));
+  MarkExchange(false);
+
+  // The ring's end (the root's left neighbour) forwards nothing.
+  if (options_.metrics && (comm_->rank() + 1) % comm_->size() != root_node) {
+    options_.metrics->AddSentBytes(BytesKind::kDense, result->data.size());
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace gravac::daemon::internal

@@ -12,6 +12,17 @@
 // 2 per dense element for the fp16/bf16 casts). A dense step of such a tensor sends p = g + e and
 // clears e, and still measures N_min and N_c (the policy needs them to leave dense again).
 //
+// Step log (ExecutorOptions::step_log_path): one line per group run, "step=S epoch=E theta=T
+// collective=C tensors=a,b" (the same on every node) followed by this node's timing of the group,
+// "prepare_ms= exchange_ms= finish_ms= start_s=": compensation, compression and packing; the
+// collective; decoding, scatter-add and averaging; and when the group started (Unix seconds).
+//
+// A step allocates nothing for the compressed path once its buffers exist: p = g + e lives in
+// the residual's scratch buffer (kernels::cpu::ErrorFeedback::CompensateToScratch, which also
+// yields ‖g‖ from the same pass), the sent message becomes the residual by a swap, and a sparse
+// result is summed in the tensor's own input buffer, which is then handed back as the result (an
+// average divides it with the vectorised kernels::cpu::DivideAll).
+//
 // Statistics (GRAVAC.md): N_g, N_min, N_c are sums over the step's compressible tensors of
 // ‖g‖, ‖C_θmin(g+e)‖, ‖C_θc(g+e)‖ (JobConfig::global_norm: sums of squared norms instead, so
 // nodes can add them); bytes_sent counts this node's data-plane payload for the step's allreduces
@@ -33,6 +44,7 @@
 #include "absl/status/statusor.h"
 #include "core/logging.h"
 #include "daemon/collectives/communicator.h"
+#include "daemon/daemon_metrics.h"
 #include "daemon/engine/negotiation.h"
 #include "daemon/engine/types.h"
 #include "kernels/compressor.h"
@@ -73,6 +85,7 @@ struct ExecutorOptions {
   JobConfig job;
   std::string step_log_path;
   Logger* log = nullptr;
+  DaemonMetrics* metrics = nullptr;  // collective latencies and sent bytes; nullptr = none
 };
 
 class Executor {
@@ -116,9 +129,11 @@ class Executor {
   absl::Status RunBroadcast(WorkItem& item, TensorResult* result);
 
   // p = g + e for a compressible tensor, and the norms of the step's statistics. On error the
-  // residual is unchanged.
+  // residual is unchanged. p is the residual's scratch buffer (ErrorFeedback::CompensateToScratch):
+  // valid until the tensor's residual is committed or cleared.
   struct Compensated {
-    std::vector<float> p;
+    absl::Span<const float> p;
+    double grad_norm = 0.0;  // ‖g‖
     kernels::MultiLevelResult levels;
   };
   absl::Status Compensate(const WorkItem& item, Compensated* c);
@@ -128,6 +143,7 @@ class Executor {
   void ReportStepsBefore(int64_t step);
   void LogGroup(const Group& group, const std::vector<WorkItem>& items, double theta,
                 const char* collective);
+  void MarkExchange(bool start);
   int world_size() const;
 
   ExecutorOptions options_;
@@ -135,7 +151,18 @@ class Executor {
   std::unique_ptr<kernels::Compressor> compressor_;
   StatsSink* stats_;
   std::FILE* step_log_ = nullptr;
+  // Phase boundaries of the group being run (absl::GetCurrentTimeNanos()), for the step log.
+  struct GroupTiming {
+    int64_t start_ns = 0;
+    int64_t exchange_start_ns = 0;
+    int64_t exchange_end_ns = 0;
+  };
+  GroupTiming timing_;
   std::map<std::string, kernels::cpu::ErrorFeedback> residuals_;
+  // Scratch reused by every group (buffers kept between steps, so a step allocates nothing).
+  Compensated compensated_;
+  kernels::Compressed other_;
+  std::vector<uint8_t> encoded_;
   std::map<int64_t, StepStats> steps_;
   int64_t last_reported_step_ = -1;
 };

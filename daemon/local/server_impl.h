@@ -84,7 +84,7 @@ class WorkerServerImpl : public std::enable_shared_from_this<WorkerServerImpl> {
   void HandleRequest(Conn& conn, const v1::Request& request);
   void Complete(const std::string& name, Pending pending);
   void Deliver(Ready ready);
-  void OnDone(uint64_t ticket, TensorResult result);
+  void OnDone(uint64_t ticket, TensorResult result, int64_t done_ns);
   void Respond(int local_rank, uint64_t request_id, const std::string& name,
                const absl::Status& status);
   void Send(Conn& conn, const v1::DaemonMessage& msg, absl::Span<const int> fds = {});
@@ -94,6 +94,7 @@ class WorkerServerImpl : public std::enable_shared_from_this<WorkerServerImpl> {
   void MarkFinished(int local_rank);
   void CheckStalls();
   void Teardown();
+  void CountWorkers();  // connected workers to the metrics
   Conn* ByLocalRank(int local_rank);
 
   const WorkerServerOptions options_;

@@ -37,6 +37,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/logging.h"
+#include "daemon/daemon_metrics.h"
 #include "daemon/engine/types.h"
 
 namespace gravac::daemon {
@@ -47,6 +48,9 @@ struct WorkerServerOptions {
   int local_size = 1;        // workers expected on this node
   absl::Duration stall_warning = absl::Seconds(60);
   Logger* log = nullptr;  // nullptr: nothing is logged
+  // Connected workers, handoff latencies (in, out), local reduce time, local stalls and tensors
+  // failed here; nullptr = no metrics. Must outlive the server.
+  DaemonMetrics* metrics = nullptr;
 };
 
 // The node's ranks, learnt from the workers' hellos: global ranks

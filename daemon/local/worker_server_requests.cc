@@ -92,6 +92,7 @@ bool WorkerServerImpl::HandleHello(Conn& conn, const v1::Hello& hello) {
   conn.rank = rank;
   conn.pid = hello.pid();
   slots_[local_rank] = &conn;
+  CountWorkers();
   v1::DaemonMessage reply;
   reply.mutable_welcome()->set_daemon_pid(::getpid());
   Send(conn, reply);
@@ -114,6 +115,7 @@ void WorkerServerImpl::Respond(int local_rank, uint64_t request_id, const std::s
 void WorkerServerImpl::HandleRequest(Conn& conn, const v1::Request& request) {
   const std::string& name = request.name();
   auto reject = [&](const absl::Status& status) {
+    if (options_.metrics != nullptr) options_.metrics->OnError(status);
     v1::DaemonMessage msg;
     v1::Response* r = msg.mutable_response();
     r->set_id(request.id());
@@ -151,6 +153,7 @@ void WorkerServerImpl::HandleRequest(Conn& conn, const v1::Request& request) {
 }
 
 void WorkerServerImpl::Complete(const std::string& name, Pending pending) {
+  const int64_t start_ns = NowNs();
   Ready ready;
   ready.name = name;
   std::vector<LocalInput> inputs;
@@ -167,6 +170,7 @@ void WorkerServerImpl::Complete(const std::string& name, Pending pending) {
     const absl::Status status = absl::UnavailableError(
         absl::StrFormat("tensor '%s': a local worker's staging segment is gone", name));
     if (options_.log != nullptr) GRAVAC_LOG(*options_.log, kError, "%s", status.message());
+    if (options_.metrics != nullptr) options_.metrics->OnError(status);
     for (int lr = 0; lr < options_.local_size; ++lr) {
       Respond(lr, pending.posts[lr]->request_id, name, status);
     }
@@ -191,9 +195,16 @@ void WorkerServerImpl::Complete(const std::string& name, Pending pending) {
   for (const LocalInput& in : inputs) bytes += in.bytes;
   if (inputs[0].spec->kind != CollectiveKind::kAllgather) bytes = inputs[0].bytes;
   ready.tensor = CombineLocal(inputs, pending.first_posted_ns, pool_.Take(bytes));
+  const int64_t reduced_ns = NowNs();
   for (auto& post : pending.posts) ready.posts.push_back(std::move(*post));
   if (serving_) {
     Deliver(std::move(ready));
+    if (options_.metrics != nullptr) {  // tensors queued before Serve are not handoffs
+      const int64_t end_ns = NowNs();
+      options_.metrics->AddPhase(EnginePhase::kLocalReduce, (reduced_ns - start_ns) * 1e-9);
+      options_.metrics->AddPhase(EnginePhase::kHandoff, (end_ns - reduced_ns) * 1e-9);
+      options_.metrics->ObserveHandoff(HandoffDirection::kIn, (end_ns - start_ns) * 1e-9);
+    }
   } else {
     queued_.push_back(std::move(ready));
   }
@@ -201,6 +212,7 @@ void WorkerServerImpl::Complete(const std::string& name, Pending pending) {
 
 void WorkerServerImpl::Deliver(Ready ready) {
   if (absl::Status failure = LockedFailure(); !failure.ok()) {
+    if (options_.metrics != nullptr) options_.metrics->OnError(failure);
     for (size_t lr = 0; lr < ready.posts.size(); ++lr) {
       Respond(static_cast<int>(lr), ready.posts[lr].request_id, ready.name, failure);
     }
@@ -215,12 +227,14 @@ void WorkerServerImpl::Deliver(Ready ready) {
   sink_(std::move(tensor), [weak, ticket](TensorResult result) {
     if (auto self = weak.lock()) {
       auto shared = std::make_shared<TensorResult>(std::move(result));
-      self->Post([raw = self.get(), ticket, shared] { raw->OnDone(ticket, std::move(*shared)); });
+      self->Post([raw = self.get(), ticket, shared, done_ns = NowNs()] {
+        raw->OnDone(ticket, std::move(*shared), done_ns);
+      });
     }
   });
 }
 
-void WorkerServerImpl::OnDone(uint64_t ticket, TensorResult result) {
+void WorkerServerImpl::OnDone(uint64_t ticket, TensorResult result, int64_t done_ns) {
   auto it = in_flight_.find(ticket);
   if (it == in_flight_.end()) return;
   Ready ready = std::move(it->second);
@@ -275,6 +289,11 @@ void WorkerServerImpl::OnDone(uint64_t ticket, TensorResult result) {
     }
     Send(*conn, msg);
   }
+  if (options_.metrics != nullptr) {
+    const double seconds = (NowNs() - done_ns) * 1e-9;
+    options_.metrics->ObserveHandoff(HandoffDirection::kOut, seconds);
+    options_.metrics->AddPhase(EnginePhase::kHandoff, seconds);
+  }
   pool_.Give(std::move(result.data));
 }
 
@@ -286,6 +305,7 @@ void WorkerServerImpl::Drop(Conn& conn, const absl::Status& why) {
   const int64_t pid = conn.pid;
   ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, fd, nullptr);
   if (local_rank >= 0) slots_[local_rank] = nullptr;
+  CountWorkers();
   conns_.erase(fd);  // closes the socket and unmaps its segments
   if (local_rank < 0) return;
   MarkFinished(local_rank);
@@ -306,6 +326,7 @@ void WorkerServerImpl::FailNode(absl::Status status) {
   std::map<std::string, Pending> pending = std::move(pending_);
   pending_.clear();
   for (auto& [name, p] : pending) {
+    if (options_.metrics != nullptr) options_.metrics->OnError(status);
     for (int lr = 0; lr < options_.local_size; ++lr) {
       if (p.posts[lr].has_value()) Respond(lr, p.posts[lr]->request_id, name, status);
     }
@@ -313,6 +334,7 @@ void WorkerServerImpl::FailNode(absl::Status status) {
   std::deque<Ready> queued = std::move(queued_);
   queued_.clear();
   for (Ready& r : queued) {
+    if (options_.metrics != nullptr) options_.metrics->OnError(status);
     for (size_t lr = 0; lr < r.posts.size(); ++lr) {
       Respond(static_cast<int>(lr), r.posts[lr].request_id, r.name, status);
     }
@@ -332,6 +354,7 @@ void WorkerServerImpl::CheckStalls() {
     const absl::Duration waited = now - absl::FromUnixNanos(p.first_posted_ns);
     if (waited < options_.stall_warning || now - p.last_warned < options_.stall_warning) continue;
     p.last_warned = now;
+    if (options_.metrics != nullptr) options_.metrics->OnStalls(1);
     std::vector<int> posted, missing;
     for (int lr = 0; lr < options_.local_size; ++lr) {
       (p.posts[lr].has_value() ? posted : missing).push_back(first_rank_ + lr);
@@ -364,12 +387,20 @@ void WorkerServerImpl::Teardown() {
   for (auto& [ticket, r] : in_flight_) fail_all(r);
   in_flight_.clear();
   std::fill(slots_.begin(), slots_.end(), nullptr);
+  CountWorkers();
   conns_.clear();
   listen_fd_.Reset();
   struct stat st;
   if (::stat(options_.socket_path.c_str(), &st) == 0 && st.st_ino == socket_inode_) {
     ::unlink(options_.socket_path.c_str());
   }
+}
+
+void WorkerServerImpl::CountWorkers() {
+  if (options_.metrics == nullptr) return;
+  int connected = 0;
+  for (const Conn* c : slots_) connected += c != nullptr ? 1 : 0;
+  options_.metrics->SetConnectedWorkers(connected);
 }
 
 }  // namespace gravac::daemon::internal

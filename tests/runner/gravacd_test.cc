@@ -1,6 +1,9 @@
 // gravacd's settings and node placement (daemon/gravacd.h); the daemon itself runs in job_test.
 #include "daemon/gravacd.h"
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -12,6 +15,7 @@
 namespace gravac::daemon {
 namespace {
 
+using ::gravac::testing::IsOk;
 using ::gravac::testing::StatusIs;
 using ::testing::HasSubstr;
 using ::testing::Pair;
@@ -57,6 +61,48 @@ TEST(GravacdOptionsTest, RequiredAndRanges) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--cycle_time_ms")));
   EXPECT_THAT(Parse({"--controller=h:1", "--socket=/s", "--local_size=x"}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("'local_size'")));
+}
+
+TEST(GravacdOptionsTest, MetricsSettings) {
+  ASSERT_OK_AND_ASSIGN(GravacdOptions d, Parse({"--controller=h:1", "--socket=/s"}));
+  EXPECT_EQ(d.metrics_address, "0.0.0.0:9471");
+  EXPECT_EQ(d.metrics_port_file, "");
+  ASSERT_OK_AND_ASSIGN(GravacdOptions e,
+                       Parse({"--controller=h:1", "--socket=/s", "--metrics_port_file=/tmp/p"},
+                             {{"GRAVAC_METRICS_ADDRESS", "127.0.0.1:0"}}));
+  EXPECT_EQ(e.metrics_address, "127.0.0.1:0");
+  EXPECT_EQ(e.metrics_port_file, "/tmp/p");
+  for (const char* ok : {"off", "OFF", ":9000", "[::1]:0", "localhost:1"}) {
+    EXPECT_THAT(Parse({"--controller=h:1", "--socket=/s", "--metrics_address", ok}), IsOk()) << ok;
+  }
+  for (const char* bad : {"nonsense", "h:99999", "h:x", "h:"}) {
+    EXPECT_THAT(Parse({"--controller=h:1", "--socket=/s", "--metrics_address", bad}),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--metrics_address")))
+        << bad;
+  }
+}
+
+TEST(GravacdMetricsTest, OffServesNothingAndWritesNoPortFile) {
+  const std::string dir = ::testing::TempDir();
+  const std::string log_path = dir + "/gravacd_metrics_off_" + std::to_string(getpid());
+  const std::string port_file = log_path + ".port";
+  std::FILE* sink = std::fopen(log_path.c_str(), "w+");
+  ASSERT_NE(sink, nullptr);
+  Logger log("gravacd[test]", LogLevel::kInfo, sink);
+  GravacdOptions o;
+  o.metrics_address = "off";
+  o.metrics_port_file = port_file;
+  ASSERT_OK_AND_ASSIGN(auto endpoint, StartGravacdMetrics(o, &log));
+  EXPECT_FALSE(endpoint->serving());
+  EXPECT_EQ(endpoint->url(), "");
+  EXPECT_NE(access(port_file.c_str(), F_OK), 0);
+  std::fflush(sink);
+  std::rewind(sink);
+  char buf[512] = {};
+  const size_t got = std::fread(buf, 1, sizeof(buf) - 1, sink);
+  std::fclose(sink);
+  std::remove(log_path.c_str());
+  EXPECT_THAT(std::string(buf, got), HasSubstr("metrics: off"));
 }
 
 TEST(NodePlacementTest, FromFlags) {

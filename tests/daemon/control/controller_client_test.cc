@@ -11,9 +11,11 @@
 #include <vector>
 
 #include "controller/controller_service.h"
+#include "core/metrics.h"
 #include "core/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/daemon/metrics_text.h"
 
 namespace gravac::daemon {
 namespace {
@@ -61,7 +63,7 @@ ControllerServerOptions ServerOptions(int nodes, std::string listen = "127.0.0.1
 }
 
 std::unique_ptr<ControllerClient> Client(int port, absl::Duration join_timeout = absl::Seconds(20),
-                                         size_t queue = 4096) {
+                                         size_t queue = 4096, DaemonMetrics* metrics = nullptr) {
   ControllerClientOptions o;
   o.address = absl::StrFormat("127.0.0.1:%d", port);
   o.log = TestLog();
@@ -71,6 +73,7 @@ std::unique_ptr<ControllerClient> Client(int port, absl::Duration join_timeout =
   o.stats_queue_capacity = queue;
   o.stats_batch_size = 4;
   o.shutdown_timeout = absl::Seconds(1);
+  o.metrics = metrics;
   auto c = ControllerClient::Create(o);
   EXPECT_THAT(c, IsOk());
   return std::move(c).value();
@@ -171,6 +174,33 @@ TEST(ControllerClient, JoinStatsInDecisionsOut) {
   c0->Shutdown();
   c1->Shutdown();
   EXPECT_LT(absl::Now() - t0, absl::Seconds(3));
+}
+
+// gravac_controller_connected follows the decision stream; every decision read counts.
+TEST(ControllerClient, MetricsFollowTheDecisionStream) {
+  prometheus::Registry registry;
+  ASSERT_OK_AND_ASSIGN(auto metrics, DaemonMetrics::Create(registry, "node-0", 2));
+  auto value = [&](const char* name) {
+    return testing::SeriesValue(SerializeMetrics(registry), name, {{"node", "node-0"}});
+  };
+  ASSERT_OK_AND_ASSIGN(auto server, ControllerServer::Start(ServerOptions(1)));
+  auto c = Client(server->port(), absl::Seconds(20), 4096, metrics.get());
+  ASSERT_THAT(c->Join(Info(0, 1)), IsOk());
+  EXPECT_EQ(value("gravac_controller_connected"), 0);  // no stream before Start
+  c->Start();
+  // The stream opens with the decision in force.
+  EXPECT_TRUE(WaitFor([&] { return value("gravac_controller_connected") == 1; }));
+  EXPECT_TRUE(WaitFor([&] { return value("gravac_decisions_received_total") >= 1; }));
+  for (int64_t step = 0; step < 40 && c->Newest().epoch < 2; ++step) {
+    c->Report(Step(0, step, c->Newest()));
+    WaitFor([&] { return server->coordinator()->Status().last_step == step; }, absl::Seconds(5));
+  }
+  ASSERT_TRUE(WaitFor([&] { return c->Newest().epoch >= 2; }));
+  EXPECT_GE(value("gravac_decisions_received_total"), 3);  // epochs 0, 1, 2
+  server->Shutdown();  // the stream ends: disconnected while the client reconnects
+  EXPECT_TRUE(WaitFor([&] { return value("gravac_controller_connected") == 0; }));
+  c->Shutdown();
+  EXPECT_EQ(value("gravac_controller_connected"), 0);
 }
 
 TEST(ControllerClient, InconsistentJoinFailsEveryDaemonWithTheReason) {

@@ -51,10 +51,19 @@ std::vector<float> Gradient(std::mt19937& rng, int n) {
   return g;
 }
 
+// The step log's lines without their timing fields (" prepare_ms=... start_s=...", this node's
+// own measurements), which every line must carry; the rest is the same on every node.
 std::vector<std::string> ReadLines(const std::string& path) {
   std::ifstream in(path);
   std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  for (std::string line; std::getline(in, line);) {
+    const size_t timing = line.find(" prepare_ms=");
+    EXPECT_NE(timing, std::string::npos) << line;
+    EXPECT_NE(line.find(" exchange_ms="), std::string::npos) << line;
+    EXPECT_NE(line.find(" finish_ms="), std::string::npos) << line;
+    EXPECT_NE(line.find(" start_s="), std::string::npos) << line;
+    lines.push_back(line.substr(0, timing));
+  }
   return lines;
 }
 

@@ -65,9 +65,11 @@ inline JobDecision Decision(int64_t epoch, double theta, double theta_c) {
   return d;
 }
 
-// P nodes; node n holds ranks_per_node[n] ranks.
+// P nodes; node n holds ranks_per_node[n] ranks. metrics[n], when given, is node n's
+// EngineOptions::metrics.
 struct Cluster {
-  Cluster(std::vector<int> ranks_per_node, EngineOptions base)
+  Cluster(std::vector<int> ranks_per_node, EngineOptions base,
+          std::vector<DaemonMetrics*> metrics = {})
       : fabric(static_cast<int>(ranks_per_node.size())) {
     const int p = static_cast<int>(ranks_per_node.size());
     int first = 0;
@@ -99,6 +101,7 @@ struct Cluster {
       o.node_rank = r;
       o.layout = layout;
       if (!base.step_log_path.empty()) o.step_log_path = base.step_log_path + std::to_string(r);
+      if (r < static_cast<int>(metrics.size())) o.metrics = metrics[r];
       auto e = Engine::Start(o, *std::move(comm), decisions[r].get(), stats[r].get());
       EXPECT_THAT(e, gravac::testing::IsOk());
       engines.push_back(*std::move(e));
