@@ -41,14 +41,16 @@ struct Communicator::Transfer {
 
 // One step of a pipelined ring (RunRing): this rank sends send_bytes from `send` to its right
 // neighbour and receives recv_bytes from its left one into `recv` (with `reduce`, each chunk lands
-// in scratch and is added into `recv`). Step g > 0 forwards what step g-1 received: chunk c of
-// step g's send range is the range that chunk c of step g-1 received into.
+// in scratch and `recv` becomes `addend` + that chunk; `addend` may be `recv` itself). Step g > 0
+// forwards what step g-1 received: chunk c of step g's send range is the range that chunk c of step
+// g-1 received into.
 struct Communicator::RingStep {
   const uint8_t* send = nullptr;
   size_t send_bytes = 0;
   uint8_t* recv = nullptr;
   size_t recv_bytes = 0;
   bool reduce = false;
+  const uint8_t* addend = nullptr;  // reduce steps: recv_bytes to add the received ones to
   // >= 0: chunk c may only be received into `recv` once chunk c of this earlier step's send is
   // complete (the range is the one that send reads).
   int recv_after_send_of = -1;
@@ -222,8 +224,11 @@ absl::Status Communicator::Allreduce(const void* in, void* out, size_t count, Da
     return Finish(absl::InvalidArgumentError(
         absl::StrFormat("rank %d: allreduce: input and output overlap partially", rank_)));
   }
-  if (src != dst && bytes > 0) std::memcpy(dst, src, bytes);
-  return Finish(AllreduceRing(dst, count, type, op));
+  if (size() == 1 || count == 0) {
+    if (src != dst && bytes > 0) std::memcpy(dst, src, bytes);
+    return Finish(absl::OkStatus());
+  }
+  return Finish(AllreduceRing(src, dst, count, type, op));
 }
 
 absl::Status Communicator::RunRing(absl::Span<const RingStep> steps, DataType type) {
@@ -317,7 +322,9 @@ absl::Status Communicator::RunRing(absl::Span<const RingStep> steps, DataType ty
       const RingStep& st = steps[f.step];
       const size_t offset = f.chunk * chunk;
       const size_t len = std::min(chunk, st.recv_bytes - offset);
-      if (st.reduce) ReduceSumInto(type, st.recv + offset, f.scratch, len / DataTypeSize(type));
+      if (st.reduce) {
+        ReduceSum(type, st.recv + offset, st.addend + offset, f.scratch, len / DataTypeSize(type));
+      }
       if (st.divide_by > 1) {
         DivideInPlace(type, st.recv + offset, len / DataTypeSize(type), st.divide_by);
       }
@@ -375,28 +382,31 @@ absl::Status Communicator::RunRing(absl::Span<const RingStep> steps, DataType ty
   return absl::OkStatus();
 }
 
-absl::Status Communicator::AllreduceRing(uint8_t* out, size_t count, DataType type, ReduceOp op) {
+absl::Status Communicator::AllreduceRing(const uint8_t* in, uint8_t* out, size_t count,
+                                         DataType type, ReduceOp op) {
   const int p = size();
-  if (p == 1 || count == 0) return absl::OkStatus();
   const size_t elem = DataTypeSize(type);
   const size_t base = count / p, extra = count % p;
   auto seg = [&](int i) { return (i % p + p) % p; };
   auto seg_bytes = [&](int i) {
     return (base + (static_cast<size_t>(seg(i)) < extra ? 1 : 0)) * elem;
   };
-  auto seg_ptr = [&](int i) {
-    return out + (seg(i) * base + std::min<size_t>(seg(i), extra)) * elem;
-  };
+  auto seg_offset = [&](int i) { return (seg(i) * base + std::min<size_t>(seg(i), extra)) * elem; };
+  auto seg_ptr = [&](int i) { return out + seg_offset(i); };
   std::vector<RingStep> steps;
   steps.reserve(2 * (p - 1));
-  // Reduce-scatter: at step s rank r sends segment r-s and adds segment r-s-1 into its own copy,
-  // so it ends owning segment r+1 (divided by p at the last step for an average).
+  // Reduce-scatter: at step s rank r sends segment r-s and adds segment r-s-1 of its input to the
+  // one received, into `out`, so it ends owning segment r+1 (divided by p at the last step for an
+  // average). Step 0 sends its own segment straight from `in`; every later send forwards a sum in
+  // `out`. Out of place, `out` is thus never a copy of `in`: each segment of it is first written
+  // by a reduction (every segment but r) or by the allgather (segment r, its first receive).
   for (int s = 0; s < p - 1; ++s) {
-    steps.push_back({.send = seg_ptr(rank_ - s),
+    steps.push_back({.send = s == 0 ? in + seg_offset(rank_) : seg_ptr(rank_ - s),
                      .send_bytes = seg_bytes(rank_ - s),
                      .recv = seg_ptr(rank_ - s - 1),
                      .recv_bytes = seg_bytes(rank_ - s - 1),
                      .reduce = true,
+                     .addend = in + seg_offset(rank_ - s - 1),
                      .divide_by = op == ReduceOp::kAverage && s == p - 2 ? p : 0});
   }
   // Allgather: at step s rank r forwards segment r+1-s and receives segment r-s, the range that

@@ -127,7 +127,9 @@ class Communicator {
   // sent as soon as chunk c of step g-1 has been received (and reduced), not when all of step g-1
   // is done, with up to max_inflight_chunks messages in flight per direction over all steps.
   absl::Status RunRing(absl::Span<const RingStep> steps, DataType type);
-  absl::Status AllreduceRing(uint8_t* out, size_t count, DataType type, ReduceOp op);
+  // p > 1 and count > 0; `in` is `out` or does not overlap it.
+  absl::Status AllreduceRing(const uint8_t* in, uint8_t* out, size_t count, DataType type,
+                             ReduceOp op);
   absl::Status AllgathervRing(const void* send, uint8_t* recv,
                               absl::Span<const size_t> bytes_per_rank);
   absl::Status BroadcastRing(uint8_t* data, size_t bytes, int root);

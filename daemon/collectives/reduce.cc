@@ -6,22 +6,24 @@ namespace gravac::collectives {
 namespace {
 
 template <typename Widen, typename Narrow>
-void SumInto16(uint16_t* dst, const uint16_t* src, size_t count, Widen widen, Narrow narrow) {
-  for (size_t i = 0; i < count; ++i) dst[i] = narrow(widen(dst[i]) + widen(src[i]));
+void Sum16(uint16_t* dst, const uint16_t* a, const uint16_t* b, size_t count, Widen widen,
+           Narrow narrow) {
+  for (size_t i = 0; i < count; ++i) dst[i] = narrow(widen(a[i]) + widen(b[i]));
 }
 
 template <typename T>
-void SumInto(void* dst, const void* src, size_t count) {
+void Sum(void* dst, const void* a, const void* b, size_t count) {
   T* d = static_cast<T*>(dst);
-  const T* s = static_cast<const T*>(src);
+  const T* x = static_cast<const T*>(a);
+  const T* y = static_cast<const T*>(b);
   if constexpr (std::is_integral_v<T>) {
     // Two's complement wrap-around instead of signed overflow.
     using U = std::make_unsigned_t<T>;
     for (size_t i = 0; i < count; ++i) {
-      d[i] = static_cast<T>(static_cast<U>(static_cast<U>(d[i]) + static_cast<U>(s[i])));
+      d[i] = static_cast<T>(static_cast<U>(static_cast<U>(x[i]) + static_cast<U>(y[i])));
     }
   } else {
-    for (size_t i = 0; i < count; ++i) d[i] += s[i];
+    for (size_t i = 0; i < count; ++i) d[i] = x[i] + y[i];
   }
 }
 
@@ -72,32 +74,36 @@ std::string_view DataTypeName(DataType type) {
 
 std::string_view ReduceOpName(ReduceOp op) { return op == ReduceOp::kSum ? "sum" : "average"; }
 
-void ReduceSumInto(DataType type, void* dst, const void* src, size_t count) {
+void ReduceSum(DataType type, void* dst, const void* a, const void* b, size_t count) {
+  const auto* a16 = static_cast<const uint16_t*>(a);
+  const auto* b16 = static_cast<const uint16_t*>(b);
   switch (type) {
     case DataType::kFloat32:
-      SumInto<float>(dst, src, count);
+      Sum<float>(dst, a, b, count);
       return;
     case DataType::kFloat16:
-      SumInto16(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), count, HalfToFloat,
-                FloatToHalf);
+      Sum16(static_cast<uint16_t*>(dst), a16, b16, count, HalfToFloat, FloatToHalf);
       return;
     case DataType::kBFloat16:
-      SumInto16(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), count,
-                BFloat16ToFloat, FloatToBFloat16);
+      Sum16(static_cast<uint16_t*>(dst), a16, b16, count, BFloat16ToFloat, FloatToBFloat16);
       return;
     case DataType::kFloat64:
-      SumInto<double>(dst, src, count);
+      Sum<double>(dst, a, b, count);
       return;
     case DataType::kInt32:
-      SumInto<int32_t>(dst, src, count);
+      Sum<int32_t>(dst, a, b, count);
       return;
     case DataType::kInt64:
-      SumInto<int64_t>(dst, src, count);
+      Sum<int64_t>(dst, a, b, count);
       return;
     case DataType::kUInt8:
-      SumInto<uint8_t>(dst, src, count);
+      Sum<uint8_t>(dst, a, b, count);
       return;
   }
+}
+
+void ReduceSumInto(DataType type, void* dst, const void* src, size_t count) {
+  ReduceSum(type, dst, dst, src, count);
 }
 
 void DivideInPlace(DataType type, void* data, size_t count, int divisor) {

@@ -105,6 +105,13 @@ class UcxTransport : public Transport {
   // Fails `peer` with `error`: cancels its pending receives and closes its endpoint (`force`:
   // pending sends fail at once; otherwise they are flushed first).
   void FailPeer(Peer* peer, absl::Status error, bool force);
+  // Takes a receive that its peer's close could not complete (a receive matched to the first
+  // fragments of an eager message whose sender is gone): waits, within a bound, for the peer's
+  // close to finish (no more data can then arrive for it), removes it from the peer and keeps the
+  // Op alive until the transport is destroyed, in case UCX ever completes the request.
+  void AbandonReceive(std::unique_ptr<Op> op);
+  // Closes still flushing (ucp_ep_close_nbx requests).
+  bool closing() const { return !closing_.empty(); }
   absl::Status Finish(const Op& op) const;
   ucp_worker_h worker() const { return worker_->worker(); }
 
@@ -114,9 +121,10 @@ class UcxTransport : public Transport {
   std::unique_ptr<Worker> worker_;
   int rank_;
   int world_size_;
-  std::vector<std::unique_ptr<Peer>> peers_;  // by rank; set by Connect
-  std::vector<Peer*> errored_;                // failed inside a UCX callback; handled after it
-  std::vector<void*> closing_;                // ucp_ep_close_nbx requests in flight
+  std::vector<std::unique_ptr<Peer>> peers_;    // by rank; set by Connect
+  std::vector<Peer*> errored_;                  // failed inside a UCX callback; handled after it
+  std::vector<void*> closing_;                  // ucp_ep_close_nbx requests in flight
+  std::vector<std::unique_ptr<Op>> abandoned_;  // AbandonReceive
 };
 
 class UcxRequest : public Request {
@@ -127,7 +135,13 @@ class UcxRequest : public Request {
 
   absl::StatusOr<bool> Test() override {
     if (!op_->done) transport_->ProgressAll();
-    if (!op_->done) return false;
+    if (!op_->done) {
+      // A receive its peer's failure or close could not cancel (matched to the first fragments of
+      // an eager message whose rest will not come): it fails like the others (the destructor
+      // abandons it).
+      if (!op_->is_send && op_->peer->failed && op_->peer->ep == nullptr) return op_->peer->error;
+      return false;
+    }
     if (!final_.has_value()) final_ = transport_->Finish(*op_);  // fixed once known
     if (!final_->ok()) return *final_;
     return true;
@@ -246,13 +260,26 @@ UcxRequest::~UcxRequest() {
   while (!op_->done && absl::Now() < give_up) transport_->ProgressAll();
   if (!op_->done) {
     // UCX could not cancel (a send waiting for its receive): closing the endpoint completes it.
-    transport_->FailPeer(op_->peer,
-                         absl::UnavailableError(absl::StrFormat(
-                             "ucx: rank %d: endpoint to peer rank %d was closed to cancel a send",
-                             transport_->rank(), op_->peer->rank)),
-                         /*force=*/true);
+    transport_->FailPeer(
+        op_->peer,
+        absl::UnavailableError(absl::StrFormat(
+            "ucx: rank %d: endpoint to peer rank %d was closed to cancel a %s", transport_->rank(),
+            op_->peer->rank, op_->is_send ? "send" : "receive")),
+        /*force=*/true);
+    if (!op_->is_send) {
+      transport_->AbandonReceive(std::move(op_));
+      return;
+    }
     while (!op_->done) transport_->ProgressAll();
   }
+}
+
+void UcxTransport::AbandonReceive(std::unique_ptr<Op> op) {
+  const absl::Time give_up = absl::Now() + absl::Seconds(2);
+  while (!op->done && closing() && absl::Now() < give_up) ProgressAll();
+  if (op->done) return;
+  op->peer->pending.erase(op.get());
+  abandoned_.push_back(std::move(op));
 }
 
 void UcxTransport::OnEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status) {

@@ -16,6 +16,10 @@
 // - Destroying a pending receive cancels it. Destroying a pending send first asks UCX to cancel
 //   it; when UCX cannot within a short bound (a rendezvous send waiting for its receive), the
 //   endpoint is closed (its other requests fail with kUnavailable) so the buffer is released.
+// - Over tcp alone messages up to kEagerMessageLimit are eager (worker.h). A receive that has
+//   taken the first fragments of such a message cannot be cancelled: when its peer fails or is
+//   closed it fails with the peer's error all the same, and destroying it abandons it to UCX once
+//   the endpoint's close is done (the connection is gone, so nothing more is written to it).
 // - Close() fails local pending requests at once; the peer's requests on it fail with
 //   kUnavailable when UCX tells the peer (at once over TCP).
 // - Failure detection needs a transport that supports UCP_ERR_HANDLING_MODE_PEER (tcp; cma for

@@ -77,6 +77,25 @@ std::set<std::string> KnownVariables() {
   return names;
 }
 
+// Whether a UCX_TLS value (null: unset, UCX's choice) allows tcp and nothing else but self.
+bool TcpOnly(const char* tls) {
+  if (tls == nullptr) return false;
+  bool tcp = false;
+  for (absl::string_view name : absl::StrSplit(tls, ',')) {
+    if (name == "tcp") {
+      tcp = true;
+    } else if (name != "self") {
+      return false;
+    }
+  }
+  return tcp;
+}
+
+// Whether a UCX variable is set in params (`given`) or in the environment.
+bool IsSet(const std::set<std::string>& given, const char* key) {
+  return given.contains(key) || std::getenv(key) != nullptr;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(
@@ -86,6 +105,7 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(
   absl::Cleanup release_config = [config] { ucp_config_release(config); };
 
   std::set<std::string> given;
+  std::string tls_param;
   for (const auto& [key, value] : params) {
     if (!absl::StartsWith(key, "UCX_") || key.size() == 4) {
       return absl::InvalidArgumentError(
@@ -97,6 +117,7 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(
           absl::StrCat("ucx transport: parameter ", key, "=", value, ": ", ucs_status_string(s)));
     }
     given.insert(key);
+    if (key == "UCX_TLS") tls_param = value;
   }
   // Defaults that the environment and params may override (see worker.h). UCX has already read
   // the environment into `config`; only std::getenv tells whether a variable was set there.
@@ -106,6 +127,12 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(
   };
   set_default("UCX_KEEPALIVE_INTERVAL",
               absl::StrCat(std::max<int64_t>(1, absl::ToInt64Milliseconds(liveness / 4)), "ms"));
+  const char* tls = given.contains("UCX_TLS") ? tls_param.c_str() : std::getenv("UCX_TLS");
+  if (TcpOnly(tls) && !IsSet(given, "UCX_RNDV_THRESH")) {
+    // Up to kEagerMessageLimit eager (worker.h).
+    GRAVAC_RETURN_IF_UCS(
+        ucp_config_modify(config, "RNDV_THRESH", absl::StrCat(kEagerMessageLimit + 1).c_str()));
+  }
 
   std::unique_ptr<Worker> w(new Worker());
   ucp_params_t ucp_params = {};

@@ -7,7 +7,8 @@
 // name with its "UCX_" prefix (e.g. {"UCX_TLS", "tcp"}); a key UCX does not know fails with
 // kInvalidArgument (checked against the options UCX registered, as `ucx_info -c` lists them).
 // Unless set by either, UCX_KEEPALIVE_INTERVAL is `liveness / 4`, so a peer that dies without its
-// connection closing is noticed within about `liveness` on transports with keepalive.
+// connection closing is noticed within about `liveness` on transports with keepalive; over tcp
+// alone, messages up to kEagerMessageLimit go eager (see there).
 //
 // Waiting. The context is made with UCP_FEATURE_WAKEUP, so WaitForEvent can block in the kernel
 // (poll on the worker's event fd) until the network has something for the worker, instead of
@@ -19,6 +20,7 @@
 
 #include <ucp/api/ucp.h>
 
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <utility>
@@ -43,6 +45,25 @@ absl::StatusCode UcsCode(ucs_status_t status);
       return ::gravac::transport::ucx::UcsStatus(gravac_ucs_status_, #call, __FILE__, __LINE__); \
     }                                                                                            \
   } while (false)
+
+// Eager messages over TCP. UCX's own choice over tcp sends every message above a few KiB by
+// rendezvous (the sender announces it, the receiver answers once its receive is posted, then the
+// data moves), and that handshake travels in-band: the announcement queues behind the sender's
+// data already in the socket, the answer behind everything the receiver has queued on the same
+// connection. Where both directions of one connection carry bulk data (a ring of 2 ranks, whose
+// left and right neighbour are the same peer) each message thus waits for about two send queues
+// before it moves, and the ring's few chunks in flight cannot cover that: the allreduce of 2 ranks
+// reached about 0.8 of an emulated 1 Gbit/s link with rendezvous (erratically 0.5 to 0.98 with 16
+// to 64 chunks in flight) and 0.99 with eager messages.
+//
+// So, when UCX_TLS (from params, else the environment) names only tcp (and self) and neither sets
+// UCX_RNDV_THRESH, messages of up to kEagerMessageLimit bytes (the collectives' default chunk) go
+// eager and larger ones by rendezvous, so a peer that posts no receive cannot make UCX buffer a
+// large message. Shared memory keeps UCX's choice (it has no failure detection, see below). An
+// eager message travels in fragments; a receive already matched to the first one can no longer be
+// cancelled, so when its sender dies mid-message the transport abandons it once the connection is
+// closed (transport.h).
+inline constexpr size_t kEagerMessageLimit = size_t{1} << 20;
 
 class Worker {
  public:

@@ -126,6 +126,44 @@ TEST(ReduceTest, SumIntoEachType) {
   EXPECT_EQ(BFloat16ToFloat(x[1]), -0.75f);
 }
 
+TEST(ReduceTest, SumOutOfPlaceLeavesTheOperandsAndRoundsAsSumInto) {
+  const std::vector<float> a = {1.5f, -2.0f, 3.25f}, b = {0.5f, 2.0f, -1.0f};
+  std::vector<float> f(3, -7.0f);
+  ReduceSum(DataType::kFloat32, f.data(), a.data(), b.data(), f.size());
+  EXPECT_EQ(f, (std::vector<float>{2.0f, 0.0f, 2.25f}));
+  EXPECT_EQ(a, (std::vector<float>{1.5f, -2.0f, 3.25f}));
+
+  const std::vector<uint16_t> h = {FloatToHalf(2048.0f), FloatToHalf(-3.0f)};
+  const std::vector<uint16_t> g = {FloatToHalf(1.0f), FloatToHalf(3.0f)};
+  std::vector<uint16_t> hs(2, 0xffff);
+  ReduceSum(DataType::kFloat16, hs.data(), h.data(), g.data(), hs.size());
+  EXPECT_EQ(HalfToFloat(hs[0]), 2048.0f);  // 2049 is not a half: ties to even
+  EXPECT_EQ(HalfToFloat(hs[1]), 0.0f);
+
+  const std::vector<uint16_t> x = {FloatToBFloat16(256.0f)}, y = {FloatToBFloat16(1.0f)};
+  std::vector<uint16_t> xs(1, 0);
+  ReduceSum(DataType::kBFloat16, xs.data(), x.data(), y.data(), xs.size());
+  EXPECT_EQ(BFloat16ToFloat(xs[0]), 256.0f);  // 257 rounds to even
+
+  const std::vector<int32_t> i = {std::numeric_limits<int32_t>::max(), -4}, j = {1, 3};
+  std::vector<int32_t> is(2, 0);
+  ReduceSum(DataType::kInt32, is.data(), i.data(), j.data(), is.size());
+  EXPECT_EQ(is, (std::vector<int32_t>{std::numeric_limits<int32_t>::min(), -1}));  // wraps
+
+  const std::vector<uint8_t> u = {200, 10}, v = {100, 20};
+  std::vector<uint8_t> us(2, 0);
+  ReduceSum(DataType::kUInt8, us.data(), u.data(), v.data(), us.size());
+  EXPECT_EQ(us, (std::vector<uint8_t>{44, 30}));  // 300 mod 256
+
+  // dst may be the second operand too.
+  std::vector<double> d = {0.1, -3.0}, e = {0.2, 1.0};
+  ReduceSum(DataType::kFloat64, e.data(), d.data(), e.data(), e.size());
+  EXPECT_EQ(e, (std::vector<double>{0.1 + 0.2, -2.0}));
+  std::vector<int64_t> l = {int64_t{1} << 40}, m = {int64_t{1} << 40};
+  ReduceSum(DataType::kInt64, m.data(), l.data(), m.data(), m.size());
+  EXPECT_EQ(m[0], int64_t{1} << 41);
+}
+
 TEST(ReduceTest, DivideInPlaceRoundsOnce) {
   std::vector<float> f = {3.0f, -9.0f};
   DivideInPlace(DataType::kFloat32, f.data(), f.size(), 3);

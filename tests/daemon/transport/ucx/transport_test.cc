@@ -19,6 +19,7 @@
 #include "absl/time/clock.h"
 #include "core/status.h"
 #include "core/testing/status_matchers.h"
+#include "daemon/transport/ucx/worker.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "netemu/cluster.h"
@@ -28,6 +29,7 @@ namespace gravac::transport::ucx {
 namespace {
 
 using ::testing::AllOf;
+using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -199,12 +201,14 @@ std::vector<uint8_t> Pattern(size_t size, int seed) {
   return data;
 }
 
-// Rank 0 sends messages of several sizes (0 B, 1 B, eager, rendezvous); rank 1 checks them and
-// echoes each back; then three messages with one tag arrive in order, and two tags posted in the
-// opposite order both complete. Reports DescribeEndpoint.
+// Rank 0 sends messages of several sizes (0 B, 1 B, eager, 1 MiB still eager, above
+// kEagerMessageLimit by rendezvous); rank 1 checks them and echoes each back; then three messages
+// with one tag arrive in order, and two tags posted in the opposite order both complete. Reports
+// DescribeEndpoint.
 absl::Status Exchange(Transport& t, Endpoint& ep, std::string& report) {
   const bool sender = t.rank() == 0;
-  for (size_t size : {size_t{0}, size_t{1}, size_t{4097}, size_t{1} << 20}) {
+  for (size_t size :
+       {size_t{0}, size_t{1}, size_t{4097}, size_t{1} << 20, kEagerMessageLimit + 4097}) {
     std::vector<uint8_t> expected = Pattern(size, static_cast<int>(size % 251));
     std::vector<uint8_t> buf(size + 16, 0);
     if (sender) {
@@ -584,11 +588,11 @@ TEST(UcxTransportTest, DestroyingAPendingReceiveCancelsIt) {
 }
 
 TEST(UcxTransportTest, DestroyingAPendingSendReturnsAndReleasesTheBuffer) {
-  // Rank 0 destroys a 4 MiB (rendezvous) send that rank 1 never receives. UCX 1.13 cannot cancel
-  // sends, so the backend closes the endpoint: the destructor returns promptly and the endpoint
-  // reports kUnavailable afterwards, on both sides.
+  // Rank 0 destroys a rendezvous send (above kEagerMessageLimit) that rank 1 never receives. UCX
+  // 1.13 cannot cancel sends, so the backend closes the endpoint: the destructor returns promptly
+  // and the endpoint reports kUnavailable afterwards, on both sides.
   Scenario rank0 = [](Transport&, Endpoint& ep, std::string& report) -> absl::Status {
-    std::vector<uint8_t> big(4 << 20, 1);
+    std::vector<uint8_t> big(2 * kEagerMessageLimit, 1);
     int go = 0;
     ASSIGN_OR_RETURN(auto ready, ep.Irecv(&go, sizeof(go), 4));
     RETURN_IF_ERROR(ready->Wait(kWait));
@@ -612,6 +616,75 @@ TEST(UcxTransportTest, DestroyingAPendingSendReturnsAndReleasesTheBuffer) {
   std::printf("rank 0: %s\nrank 1: %s\n", results[0].report.c_str(), results[1].report.c_str());
   EXPECT_THAT(results[0].report, HasSubstr("after: UNAVAILABLE"));
   EXPECT_THAT(results[1].report, AllOf(HasSubstr("UNAVAILABLE"), HasSubstr("peer rank 0")));
+}
+
+// Rank 0 sends a kEagerMessageLimit message and a larger one before rank 1 has posted either
+// receive and reports whether each completed within a bound (eager) or not (rendezvous); rank 1
+// posts both after rank 0's "go" and checks the data.
+std::vector<RankResult> SendBeforeTheReceive(const RankSpec& spec) {
+  const size_t small_size = kEagerMessageLimit, big_size = kEagerMessageLimit + 8;
+  Scenario rank0 = [&](Transport&, Endpoint& ep, std::string& report) -> absl::Status {
+    std::vector<uint8_t> small = Pattern(small_size, 1), big = Pattern(big_size, 2);
+    ASSIGN_OR_RETURN(auto s1, ep.Isend(small.data(), small.size(), 1));
+    ASSIGN_OR_RETURN(auto s2, ep.Isend(big.data(), big.size(), 2));
+    const absl::Status small_early = s1->Wait(absl::Seconds(2));
+    const absl::Status big_early = s2->Wait(absl::Milliseconds(500));
+    absl::StrAppend(&report, "before the receives: small ",
+                    absl::StatusCodeToString(small_early.code()), ", big ",
+                    absl::StatusCodeToString(big_early.code()));
+    int go = 1;
+    ASSIGN_OR_RETURN(auto s3, ep.Isend(&go, sizeof(go), 3));
+    RETURN_IF_ERROR(s3->Wait(kWait));
+    RETURN_IF_ERROR(s1->Wait(kWait));
+    RETURN_IF_ERROR(s2->Wait(kWait));
+    int ack = 0;
+    ASSIGN_OR_RETURN(auto r, ep.Irecv(&ack, sizeof(ack), 4));
+    return r->Wait(kWait);
+  };
+  Scenario rank1 = [&](Transport&, Endpoint& ep, std::string& report) -> absl::Status {
+    int go = 0;
+    ASSIGN_OR_RETURN(auto r3, ep.Irecv(&go, sizeof(go), 3));
+    RETURN_IF_ERROR(r3->Wait(kWait));
+    std::vector<uint8_t> small(small_size), big(big_size);
+    ASSIGN_OR_RETURN(auto r1, ep.Irecv(small.data(), small.size(), 1));
+    ASSIGN_OR_RETURN(auto r2, ep.Irecv(big.data(), big.size(), 2));
+    RETURN_IF_ERROR(r1->Wait(kWait));
+    RETURN_IF_ERROR(r2->Wait(kWait));
+    const bool same = small == Pattern(small_size, 1) && big == Pattern(big_size, 2);
+    absl::StrAppend(&report, same ? "data right" : "data differs");
+    int ack = 1;
+    ASSIGN_OR_RETURN(auto s, ep.Isend(&ack, sizeof(ack), 4));
+    RETURN_IF_ERROR(s->Wait(kWait));
+    ASSIGN_OR_RETURN(std::string description, DescribeEndpoint(ep));
+    absl::StrAppend(&report, "\n", description);
+    return absl::OkStatus();
+  };
+  std::vector<RankResult> results = RunTwoRanks({spec, spec}, {rank0, rank1});
+  ExpectBothOk(results);
+  EXPECT_THAT(results[1].report, HasSubstr("data right"));
+  return results;
+}
+
+TEST(UcxTransportTest, OverTcpMessagesUpToTheEagerLimitDoNotWaitForTheirReceive) {
+  // The default over tcp alone (worker.h): up to kEagerMessageLimit eager, larger by rendezvous.
+  std::vector<RankResult> results = SendBeforeTheReceive(WithEnv(kTcpOnLo));
+  EXPECT_THAT(results[0].report, HasSubstr("before the receives: small OK, big DEADLINE_EXCEEDED"));
+  // UCX's own account of the thresholds: rendezvous from kEagerMessageLimit + 1 bytes.
+  EXPECT_THAT(results[1].report,
+              ContainsRegex(absl::StrCat("tag_send: 0\\.\\..*\\.\\.", kEagerMessageLimit + 1,
+                                         "\\.\\.<rndv>\\.\\.\\(inf\\)")));
+}
+
+TEST(UcxTransportTest, EagerLimitOnlyOverTcpAloneAndUnlessSet) {
+  // Shared memory, or UCX_RNDV_THRESH set by the user, keeps UCX's own threshold: a 1 MiB message
+  // goes by rendezvous and waits for its receive.
+  for (const RankSpec& spec :
+       {WithParams({{"UCX_TLS", "shm"}}),
+        WithParams({{"UCX_TLS", "tcp"}, {"UCX_NET_DEVICES", "lo"}, {"UCX_RNDV_THRESH", "auto"}})}) {
+    std::vector<RankResult> results = SendBeforeTheReceive(spec);
+    EXPECT_THAT(results[0].report,
+                HasSubstr("before the receives: small DEADLINE_EXCEEDED, big DEADLINE_EXCEEDED"));
+  }
 }
 
 TEST(UcxTransportTest, ThreeRanksReceiveOnlyFromTheirPeer) {
