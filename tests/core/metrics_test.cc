@@ -7,6 +7,9 @@
 
 #include <string>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+
 #include "core/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -100,6 +103,15 @@ TEST(MetricsEndpoint, ABusyPortIsUnavailableWithAHint) {
   const std::string busy = "127.0.0.1:" + std::to_string(first->port());
   EXPECT_THAT(MetricsEndpoint::Start(busy).status(),
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("metrics_address=off")));
+}
+
+TEST(MetricsEndpoint, StoppingDoesNotWaitForTheServersPollQuantum) {
+  // civetweb polls its listening socket in 2 s quanta; the endpoint wakes it when stopping.
+  ASSERT_OK_AND_ASSIGN(auto endpoint, MetricsEndpoint::Start("0.0.0.0:0"));
+  ASSERT_TRUE(endpoint->serving());
+  const absl::Time start = absl::Now();
+  endpoint.reset();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
 }
 
 TEST(MetricsHelpers, ExponentialBucketsAndStatusKinds) {
