@@ -23,12 +23,18 @@
 namespace gravac::netemu {
 namespace {
 
+// The hub's end of the host link (the host's end is ClusterName::HostLinkDevice()); the guardian
+// script below names it too.
+constexpr char kHostLinkPeer[] = "host";
+
 // Reads one EOF from stdin (the owner died or closed the pipe), then kills what runs in the
-// cluster's namespaces and deletes them. Deleting a namespace that is already gone is a no-op.
+// cluster's namespaces and deletes them (the hub's end of a host link first, which removes both
+// ends at once). Deleting a namespace that is already gone is a no-op.
 constexpr char kGuardianScript[] =
     "read -r _ignored\n"
     "for ns in \"$@\"; do\n"
     "  for p in $(ip netns pids \"$ns\" 2>/dev/null); do kill -KILL \"$p\" 2>/dev/null; done\n"
+    "  ip -n \"$ns\" link del host 2>/dev/null\n"
     "  ip netns del \"$ns\" 2>/dev/null\n"
     "done\n"
     "exit 0\n";
@@ -65,6 +71,11 @@ absl::Status KillNamespacePids(const std::string& netns) {
 }
 
 bool ProcessRuns(pid_t pid) { return kill(pid, 0) == 0 || errno == EPERM; }
+
+// True when this namespace has a network device named `device`.
+bool HostDeviceExists(const std::string& device) {
+  return access(absl::StrCat("/sys/class/net/", device).c_str(), F_OK) == 0;
+}
 
 }  // namespace
 
@@ -105,6 +116,10 @@ absl::Status DestroyClusterNamespaces(const ClusterName& name) {
   absl::Status first;
   for (const std::string& netns : mine) {
     absl::Status killed = KillNamespacePids(netns);
+    if (netns.ends_with("-hub")) {
+      // Deleting the hub's end removes the host's end at once (not when the namespace is reaped).
+      (void)RunCommand({"ip", "-n", netns, "link", "del", kHostLinkPeer});
+    }
     absl::Status deleted = RunChecked({"ip", "netns", "del", netns}).status();
     if (first.ok()) first = !killed.ok() ? killed : deleted;
   }
@@ -122,8 +137,12 @@ absl::StatusOr<std::vector<std::string>> CleanupStale(std::string_view prefix) {
   return removed;
 }
 
-Cluster::Cluster(ClusterName name, int nodes, LinkSpec link)
-    : name_(std::move(name)), name_str_(name_.ToString()), nodes_(nodes), link_(link) {}
+Cluster::Cluster(ClusterName name, int nodes, LinkSpec link, bool host_link)
+    : name_(std::move(name)),
+      name_str_(name_.ToString()),
+      nodes_(nodes),
+      link_(link),
+      host_link_(host_link) {}
 
 Cluster::~Cluster() {
   if (owned_) (void)Destroy();
@@ -141,6 +160,10 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Create(int nodes, const LinkSp
     return absl::InvalidArgumentError(
         absl::StrCat("cluster size ", nodes, " is outside [1, ", kMaxNodes, "]"));
   }
+  if (options.host_link && nodes >= kHostLinkByte) {
+    return absl::InvalidArgumentError(absl::StrCat("a cluster with a host link has at most ",
+                                                   kHostLinkByte - 1, " nodes, not ", nodes));
+  }
   RETURN_IF_ERROR(ValidateLinkSpec(link));
   RETURN_IF_ERROR(ValidatePrefix(options.name_prefix));
   ASSIGN_OR_RETURN(auto existing, ListClusters(""));
@@ -155,13 +178,15 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Create(int nodes, const LinkSp
     const int subnet = (start + k) % kNumSubnets;
     if (used.contains(subnet)) continue;
     ClusterName name{options.name_prefix, getpid(), subnet};
+    // A host link of a cluster being removed may linger for a moment: leave its subnet alone.
+    if (options.host_link && HostDeviceExists(name.HostLinkDevice())) continue;
     absl::Status claimed = RunChecked({"ip", "netns", "add", name.HubNamespace()}).status();
     if (!claimed.ok()) {
       last = claimed;
       if (absl::StrContains(claimed.message(), "File exists")) continue;
       return claimed;
     }
-    std::unique_ptr<Cluster> cluster(new Cluster(std::move(name), nodes, link));
+    std::unique_ptr<Cluster> cluster(new Cluster(std::move(name), nodes, link, options.host_link));
     if (options.guardian) RETURN_IF_ERROR(cluster->StartGuardian());
     RETURN_IF_ERROR(cluster->Build());  // on failure ~Cluster removes what was made
     return cluster;
@@ -188,6 +213,16 @@ absl::Status Cluster::Build() {
     RETURN_IF_ERROR(Shape(ns, "eth0", link_));
     RETURN_IF_ERROR(Shape(hub, veth, link_));
   }
+  if (host_link_) {
+    // Unshaped: the host's management traffic is not the emulated network's.
+    const std::string dev = name_.HostLinkDevice();
+    RETURN_IF_ERROR(RunAll({
+        {"ip", "link", "add", dev, "type", "veth", "peer", "name", kHostLinkPeer, "netns", hub},
+        {"ip", "-n", hub, "link", "set", kHostLinkPeer, "master", "br0", "up"},
+        {"ip", "addr", "add", absl::StrCat(name_.HostLinkAddress(), "/24"), "dev", dev},
+        {"ip", "link", "set", dev, "up"},
+    }));
+  }
   return absl::OkStatus();
 }
 
@@ -200,8 +235,12 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Attach(std::string_view name) 
   ASSIGN_OR_RETURN(auto clusters, ListClusters(parsed->prefix));
   for (const auto& [cluster, nodes] : clusters) {
     if (cluster.ToString() != name) continue;
+    const bool host_link =
+        RunCommand({"ip", "-n", cluster.HubNamespace(), "link", "show", kHostLinkPeer})
+            .value_or(CommandResult{})
+            .status.success();
     std::unique_ptr<Cluster> attached(
-        new Cluster(cluster, nodes, LinkSpec{0, absl::ZeroDuration()}));
+        new Cluster(cluster, nodes, LinkSpec{0, absl::ZeroDuration()}, host_link));
     attached->owned_ = false;
     return attached;
   }

@@ -11,11 +11,16 @@
 //   ASSIGN_OR_RETURN(Process server, cluster->Spawn(1, {"my_server", cluster->node_address(1)}));
 //   ASSIGN_OR_RETURN(double b_eff, cluster->MeasureRateIperf3(0, 1, absl::Seconds(2)));
 //
+// Host link. With ClusterOptions::host_link the creator's own namespace gets one unshaped veth
+// into the hub's bridge (naming.h: `gvch<subnet>`, address host_link_address()), so processes on
+// the host reach every node (gravacrun scrapes the daemons' metrics through it). Node-to-node
+// links stay shaped as before; the nodes still have no route beyond the cluster's /24.
+//
 // Removal. The destructor (or Destroy()) kills every process left in the cluster's namespaces and
-// deletes them. If the owning process dies without running it (crash, SIGKILL, Ctrl-C), a guardian
-// does the same: a `/bin/sh` in its own session reading a pipe that only the owner holds; end of
-// file on the pipe means the owner is gone. CleanupStale() removes what even the guardian missed
-// (clusters whose creating pid, carried in the name, no longer runs).
+// deletes them (and the host link). If the owning process dies without running it (crash, SIGKILL,
+// Ctrl-C), a guardian does the same: a `/bin/sh` in its own session reading a pipe that only the
+// owner holds; end of file on the pipe means the owner is gone. CleanupStale() removes what even
+// the guardian missed (clusters whose creating pid, carried in the name, no longer runs).
 //
 // Requires root (CAP_NET_ADMIN + CAP_SYS_ADMIN) and iproute2; MeasureRateIperf3 needs iperf3.
 // Thread-safety: const methods may be called concurrently; Destroy() must not race with others.
@@ -42,13 +47,15 @@ struct ClusterOptions {
   // Start the guardian (see above). Off only for clusters meant to outlive their creator (the
   // CLI's `create`) and for tests of CleanupStale.
   bool guardian = true;
+  // Add the host link (see above); clusters with one have at most 253 nodes.
+  bool host_link = false;
 };
 
 class Cluster {
  public:
-  // Creates a cluster of `nodes` (1..254) nodes. On any failure everything created so far is
-  // removed and the failing command's status (with its stderr) is returned; a delay on a kernel
-  // without the netem qdisc gives FailedPrecondition.
+  // Creates a cluster of `nodes` (1..254; 1..253 with a host link) nodes. On any failure everything
+  // created so far is removed and the failing command's status (with its stderr) is returned; a
+  // delay on a kernel without the netem qdisc gives FailedPrecondition.
   static absl::StatusOr<std::unique_ptr<Cluster>> Create(int nodes, const LinkSpec& link,
                                                          std::string name_prefix = "gravac");
   static absl::StatusOr<std::unique_ptr<Cluster>> Create(int nodes, const LinkSpec& link,
@@ -77,6 +84,10 @@ class Cluster {
   std::string node_address(int node) const { return name_.NodeAddress(node); }
   std::string hub_namespace() const { return name_.HubNamespace(); }
   std::string subnet() const { return name_.SubnetCidr(); }
+  bool has_host_link() const { return host_link_; }
+  // The host side's address ("" without a host link); the nodes reach the host there.
+  std::string host_link_address() const { return host_link_ ? name_.HostLinkAddress() : ""; }
+  std::string host_link_device() const { return host_link_ ? name_.HostLinkDevice() : ""; }
   // Every namespace this cluster owns: nodes first, then the hub.
   std::vector<std::string> namespaces() const;
 
@@ -92,7 +103,7 @@ class Cluster {
   absl::StatusOr<double> MeasureRateIperf3(int from, int to, absl::Duration duration) const;
 
  private:
-  Cluster(ClusterName name, int nodes, LinkSpec link);
+  Cluster(ClusterName name, int nodes, LinkSpec link, bool host_link);
   absl::Status Build();
   absl::Status StartGuardian();
   void StopGuardian();
@@ -101,6 +112,7 @@ class Cluster {
   std::string name_str_;
   int nodes_;
   LinkSpec link_;
+  bool host_link_ = false;
   bool owned_ = true;
   int guardian_fd_ = -1;  // write end of the guardian's stdin
   Process guardian_;
@@ -113,7 +125,8 @@ absl::StatusOr<std::vector<std::string>> ListNamespaces();
 // number of node namespaces it has.
 absl::StatusOr<std::vector<std::pair<ClusterName, int>>> ListClusters(std::string_view prefix);
 
-// Kills the processes in every namespace of cluster `name` and deletes the namespaces.
+// Kills the processes in every namespace of cluster `name` and deletes the namespaces and its
+// host link, if any.
 absl::Status DestroyClusterNamespaces(const ClusterName& name);
 
 // Removes the clusters with prefix `prefix` ("" = any) whose creating process no longer runs.

@@ -23,6 +23,12 @@ std::string ClusterName::SubnetCidr() const {
   return absl::StrCat("198.", 18 + subnet / 256, ".", subnet % 256, ".0/24");
 }
 
+std::string ClusterName::HostLinkDevice() const { return absl::StrCat("gvch", subnet); }
+
+std::string ClusterName::HostLinkAddress() const {
+  return absl::StrCat("198.", 18 + subnet / 256, ".", subnet % 256, ".", kHostLinkByte);
+}
+
 absl::Status ValidatePrefix(std::string_view prefix) {
   bool ok = !prefix.empty() && prefix.size() <= 32;
   for (char c : prefix) {

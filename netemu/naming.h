@@ -13,6 +13,12 @@
 // coincide; the creator still picks a subnet no visible cluster uses, so addresses stay unique
 // on the machine for anyone reading logs or captures.
 //
+// Optional host link (ClusterOptions::host_link): one unshaped veth from the creator's namespace
+// into the hub's bridge, `gvch<subnet>` on the host side (address host byte kHostLinkByte, e.g.
+// 198.18.7.254/24) and `host` in the hub, so the creator can reach every node (e.g. to scrape
+// metrics) while the nodes still have no route beyond their /24. The device name in the host
+// namespace is unique per subnet, so it also keeps two clusters from sharing a subnet there.
+//
 // Thread-safety: stateless functions.
 #ifndef GRAVAC_NETEMU_NAMING_H_
 #define GRAVAC_NETEMU_NAMING_H_
@@ -27,8 +33,9 @@
 
 namespace gravac::netemu {
 
-inline constexpr int kNumSubnets = 512;  // /24s in 198.18.0.0/15
-inline constexpr int kMaxNodes = 254;    // host bytes 1..254
+inline constexpr int kNumSubnets = 512;    // /24s in 198.18.0.0/15
+inline constexpr int kMaxNodes = 254;      // host bytes 1..254
+inline constexpr int kHostLinkByte = 254;  // the host link's address (then <= 253 nodes)
 
 struct ClusterName {
   std::string prefix;
@@ -40,6 +47,8 @@ struct ClusterName {
   std::string NodeNamespace(int node) const;
   std::string NodeAddress(int node) const;  // dotted quad, e.g. "198.18.7.1"
   std::string SubnetCidr() const;           // e.g. "198.18.7.0/24"
+  std::string HostLinkDevice() const;       // host side of the host link, e.g. "gvch7"
+  std::string HostLinkAddress() const;      // e.g. "198.18.7.254"
 };
 
 // A prefix is 1..32 characters of [A-Za-z0-9_.].

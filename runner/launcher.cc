@@ -27,6 +27,7 @@
 #include "core/status.h"
 #include "netemu/cluster.h"
 #include "runner/child.h"
+#include "runner/metrics_targets.h"
 #include "runner/output.h"
 
 namespace gravac::runner {
@@ -96,6 +97,12 @@ class Job {
       }
     }
     Teardown();
+    // A job that ended well leaves nothing to scrape; a failed one keeps its (now dead) targets,
+    // so Prometheus sees them down (up == 0) and GravacDaemonDown can fire.
+    if (s.ok() && !failure_code_.has_value() && signal_ == 0 && !metrics_targets_.empty()) {
+      metrics_targets_.clear();
+      WriteMetricsSd();
+    }
     if (!s.ok()) return s;
     if (failure_code_.has_value()) return *failure_code_;
     if (signal_ != 0) return 128 + signal_;
@@ -136,8 +143,18 @@ class Job {
       if (ec) return absl::InternalError(StrCat("--run_dir ", run_dir_, ": ", ec.message()));
     }
     if (options_.link.has_value()) {
+      // The host link lets this machine reach the metrics served inside the namespaces.
+      const bool host_link = options_.metrics && options_.nodes < netemu::kHostLinkByte;
       absl::StatusOr<std::unique_ptr<netemu::Cluster>> cluster = netemu::Cluster::Create(
-          options_.nodes, *options_.link, netemu::ClusterOptions{.name_prefix = "gravacrun"});
+          options_.nodes, *options_.link,
+          netemu::ClusterOptions{.name_prefix = "gravacrun", .host_link = host_link});
+      if (!cluster.ok() && host_link) {
+        // The job does not need the host link: without it, metrics are reached via ip netns exec.
+        Say(StrCat("the emulated cluster's host link failed (", cluster.status().message(),
+                   "); metrics are served inside the namespaces only"));
+        cluster = netemu::Cluster::Create(options_.nodes, *options_.link,
+                                          netemu::ClusterOptions{.name_prefix = "gravacrun"});
+      }
       if (!cluster.ok()) {
         return absl::Status(cluster.status().code(),
                             StrCat("creating the emulated cluster: ", cluster.status().message()));
@@ -170,36 +187,79 @@ class Job {
     return procs_.back().get();
   }
 
+  // --metrics_address and --metrics_port_file for a process serving on `host` (or off).
+  std::vector<std::string> MetricsArgs(const std::string& host, const std::string& port_file) {
+    if (!options_.metrics) return {"--metrics_address=off"};
+    std::filesystem::remove(port_file);
+    return {StrCat("--metrics_address=", host, ":0"), StrCat("--metrics_port_file=", port_file)};
+  }
+
+  // Records a process's metrics port, prints where it is served and updates the file_sd file.
+  void AddMetricsTarget(MetricsTarget target) {
+    if (cluster_ && !cluster_->has_host_link()) {
+      target.netns =
+          target.node >= 0 ? cluster_->node_namespace(target.node) : cluster_->node_namespace(0);
+    }
+    Say(StrCat("metrics: ", Describe(target)));
+    metrics_targets_.push_back(std::move(target));
+    WriteMetricsSd();
+  }
+
+  // Rewrites --metrics_sd_file (atomically: Prometheus watches it) with the targets known so far.
+  // A failure is reported, not fatal: the job runs without it.
+  void WriteMetricsSd() {
+    if (options_.metrics_sd_file.empty()) return;
+    absl::Status s = WriteFileAtomically(options_.metrics_sd_file, FileSdJson(metrics_targets_));
+    if (!s.ok()) Say(StrCat("--metrics_sd_file: ", s.message()));
+  }
+
   absl::Status StartController() {
     const std::string host = cluster_ ? cluster_->node_address(0) : "127.0.0.1";
     const std::string port_file = StrCat(run_dir_, "/controller.port");
+    const std::string metrics_file = StrCat(run_dir_, "/controller.metrics.port");
     std::filesystem::remove(port_file);
     std::vector<std::string> argv = {options_.controller_path, StrCat("--listen=", host, ":0"),
                                      StrCat("--port_file=", port_file),
                                      StrCat("--nodes=", options_.nodes)};
+    std::vector<std::string> metrics = MetricsArgs(host, metrics_file);
+    argv.insert(argv.end(), metrics.begin(), metrics.end());
     argv.insert(argv.end(), options_.controller_args.begin(), options_.controller_args.end());
     ASSIGN_OR_RETURN(Proc * controller, Start(Role::kController, 0, "controller", argv, {}, 0));
     int port = 0;
+    int metrics_port = 0;
     bool ready = Pump(absl::Now() + options_.start_timeout, [&] {
       port = ReadPort(port_file);
-      return port > 0 || Stopped() || controller->done;
+      if (options_.metrics) metrics_port = ReadPort(metrics_file);
+      return (port > 0 && (!options_.metrics || metrics_port > 0)) || Stopped() || controller->done;
     });
     if (Stopped()) return absl::OkStatus();
-    if (port <= 0 && controller->done) {
-      Say("the controller exited before it listened");
-      failure_code_ = 1;
-      return absl::OkStatus();
-    }
-    if (!ready) {
+    if (!ready || controller->done) {
+      const bool listened = port > 0;
+      if (controller->done) {
+        Say(listened ? "the controller exited before it served its metrics"
+                     : "the controller exited before it listened");
+        failure_code_ = std::max(controller->child.exit_code(), 1);
+        return absl::OkStatus();
+      }
       return absl::DeadlineExceededError(
-          absl::StrFormat("gravac-controller did not write its port to %s within %s", port_file,
+          absl::StrFormat("gravac-controller did not write its %s to %s within %s",
+                          listened ? "metrics port" : "port", listened ? metrics_file : port_file,
                           absl::FormatDuration(options_.start_timeout)));
     }
     controller_address_ = StrCat(host, ":", port);
     std::string ctl = StrCat("gravacctl status --controller ", controller_address_);
     Say(StrCat("controller listening on ", controller_address_, "; status: ",
                cluster_ ? StrCat("ip netns exec ", cluster_->node_namespace(0), " ") : "", ctl));
+    if (options_.metrics) {
+      AddMetricsTarget(
+          {.job = kControllerJob, .node = -1, .host = host, .port = metrics_port, .netns = ""});
+    }
     return absl::OkStatus();
+  }
+
+  // The address daemon `node` serves its metrics on: its node's, or the loopback.
+  std::string DaemonHost(int node) const {
+    return cluster_ ? cluster_->node_address(node) : "127.0.0.1";
   }
 
   std::vector<std::string> DaemonArgs(int node) const {
@@ -219,30 +279,43 @@ class Job {
   absl::Status StartDaemons() {
     layout_ = RankLayout(options_.np, options_.nodes);
     std::vector<std::string> sockets;
+    std::vector<std::string> metrics_files;
     std::vector<Proc*> daemons;
     for (int n = 0; n < options_.nodes; ++n) {
       sockets.push_back(StrCat(run_dir_, "/gravacd-", n, ".sock"));
+      metrics_files.push_back(StrCat(run_dir_, "/gravacd-", n, ".metrics.port"));
       std::filesystem::remove(sockets.back());
       std::vector<std::string> argv = {options_.gravacd_path,
                                        StrCat("--controller=", controller_address_),
                                        StrCat("--socket=", sockets.back()),
                                        StrCat("--local_size=", layout_[n].local_size),
-                                       StrCat("--node_name=node", n),
+                                       StrCat("--node_name=", NodeName(n)),
                                        StrCat("--node_rank=", n),
                                        StrCat("--nodes=", options_.nodes)};
+      std::vector<std::string> metrics = MetricsArgs(DaemonHost(n), metrics_files.back());
+      argv.insert(argv.end(), metrics.begin(), metrics.end());
       std::vector<std::string> extra = DaemonArgs(n);
       argv.insert(argv.end(), extra.begin(), extra.end());
       ASSIGN_OR_RETURN(Proc * d, Start(Role::kDaemon, n, StrCat("gravacd ", n), argv, {}, n));
       daemons.push_back(d);
     }
     Proc* early = nullptr;
+    std::vector<int> metrics_ports(options_.nodes, 0);
+    auto serving = [&] {
+      if (!options_.metrics) return true;
+      for (int n = 0; n < options_.nodes; ++n) {
+        if (metrics_ports[n] <= 0) metrics_ports[n] = ReadPort(metrics_files[n]);
+      }
+      return std::all_of(metrics_ports.begin(), metrics_ports.end(), [](int p) { return p > 0; });
+    };
     bool ready = Pump(absl::Now() + options_.start_timeout, [&] {
       for (Proc* d : daemons) {
         if (d->done) early = d;
       }
       return Stopped() || early != nullptr ||
-             std::all_of(sockets.begin(), sockets.end(),
-                         [](const std::string& s) { return std::filesystem::exists(s); });
+             (serving() && std::all_of(sockets.begin(), sockets.end(), [](const std::string& s) {
+                return std::filesystem::exists(s);
+              }));
     });
     if (Stopped()) return absl::OkStatus();
     if (early != nullptr) {
@@ -251,9 +324,22 @@ class Job {
       return absl::OkStatus();
     }
     if (!ready) {
-      return absl::DeadlineExceededError(
-          absl::StrFormat("the daemons did not open their sockets in %s within %s", run_dir_,
-                          absl::FormatDuration(options_.start_timeout)));
+      std::vector<std::string> missing;
+      for (int n = 0; n < options_.nodes; ++n) {
+        if (!std::filesystem::exists(sockets[n])) missing.push_back(sockets[n]);
+        if (options_.metrics && metrics_ports[n] <= 0) missing.push_back(metrics_files[n]);
+      }
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "the daemons did not open their sockets and write their metrics ports within %s; "
+          "missing: %s",
+          absl::FormatDuration(options_.start_timeout), absl::StrJoin(missing, ", ")));
+    }
+    for (int n = 0; options_.metrics && n < options_.nodes; ++n) {
+      AddMetricsTarget({.job = kDaemonJob,
+                        .node = n,
+                        .host = DaemonHost(n),
+                        .port = metrics_ports[n],
+                        .netns = ""});
     }
     return absl::OkStatus();
   }
@@ -297,8 +383,11 @@ class Job {
           owners.push_back(p.get());
         }
       }
-      const int wait_ms = static_cast<int>(
-          std::clamp<int64_t>(absl::ToInt64Milliseconds(deadline - now) + 1, 0, 100));
+      // At most 100 ms; an infinite deadline must not overflow into a zero timeout (a busy loop).
+      const absl::Duration left = deadline - now;
+      const int wait_ms = left >= absl::Milliseconds(100)
+                              ? 100
+                              : static_cast<int>(absl::ToInt64Milliseconds(left) + 1);
       if (poll(fds.data(), fds.size(), wait_ms) < 0) continue;  // EINTR
       for (size_t i = 0; i < fds.size(); ++i) {
         if (fds[i].revents == 0) continue;
@@ -404,6 +493,7 @@ class Job {
   std::vector<NodeRanks> layout_;
   std::vector<std::unique_ptr<Proc>> procs_;
   std::string controller_address_;
+  std::vector<MetricsTarget> metrics_targets_;
   std::optional<int> failure_code_;
   int signal_ = 0;         // the first SIGINT/SIGTERM/SIGHUP received
   bool stopping_ = false;  // children were signalled: their exits are not failures

@@ -12,6 +12,18 @@
 // GRAVAC_DAEMON_SOCKET (plus GRAVAC_NODE_RANK and GRAVAC_CONTROLLER) set. Ranks are node-major
 // (RankLayout).
 //
+// Metrics. Unless options.metrics is false, the controller and every gravacd get
+// --metrics_address=<their address>:0 and --metrics_port_file=<run folder>/controller.metrics.port
+// (gravacd-<n>.metrics.port); start-up waits for those files too, then prints one line per process,
+// "gravacrun: metrics: controller http://HOST:PORT/metrics" and "gravacrun: metrics: node N
+// (nodeN) http://HOST:PORT/metrics". With --link the cluster gets a host link (netemu), so those
+// addresses inside the namespaces are reachable from this machine; a cluster too large for one
+// (254 nodes) prints how to reach them through `ip netns exec` instead. With metrics false every
+// process gets --metrics_address=off. options.metrics_sd_file, when set, is rewritten (tmp +
+// rename) each time a target becomes known, as Prometheus file_sd JSON: one group per target with
+// labels job="gravac-controller" or job="gravacd" plus node="nodeN". A job that succeeds empties it
+// ("[]") at the end; a failed or interrupted job leaves its targets, so Prometheus sees them down.
+//
 // Output. Every line a child prints is copied to the launcher's stdout or stderr (the one the
 // child used), prefixed "[rank r] ", "[gravacd n] " or "[controller] ". The launcher's own lines
 // start with "gravacrun: " and go to stderr.

@@ -35,6 +35,11 @@ constexpr SettingSpec kSettings[] = {
     {"controller_path", "GRAVACRUN_CONTROLLER", "",
      "gravac-controller binary (default: next to gravacrun)"},
     {"run_dir", "", "", "folder for sockets and the port file (default: a fresh /tmp folder)"},
+    {"metrics", "", "on",
+     "on: the controller and every gravacd serve Prometheus metrics on a free port of their "
+     "address (printed at start); off: none serves"},
+    {"metrics_sd_file", "", "",
+     "write the job's metrics targets there as Prometheus file_sd JSON (labels job, node)"},
     {"start_timeout_s", "", "60", "limit for the controller and daemons to start",
      SettingType::kDouble},
     {"exit_grace_s", "", "30", "time daemons get to exit after the workers succeeded",
@@ -47,7 +52,8 @@ constexpr SettingSpec kSettings[] = {
     {"theta_min", "", "", "controller: θ_min, the least compression (default 10)"},
     {"theta_max", "", "", "controller: θ_max, the most compression the search may reach (10000)"},
     {"epsilon", "", "", "controller: ε, least acceptable compression gain (0.75)"},
-    {"omega", "", "", "controller: ω, the search stops when the two best throughputs differ less (0.05)"},
+    {"omega", "", "",
+     "controller: ω, the search stops when the two best throughputs differ less (0.05)"},
     {"policy", "", "", "controller: candidate scaling geometric|exponential"},
     {"scale", "", "", "controller: geometric factor s (2)"},
     {"window", "", "", "controller: tracker window and warm-up in steps (25)"},
@@ -276,6 +282,12 @@ absl::StatusOr<RunnerOptions> ParseRunnerArgs(absl::Span<const char* const> args
   ASSIGN_OR_RETURN(options.gravacd_path, s.GetString("gravacd_path"));
   ASSIGN_OR_RETURN(options.controller_path, s.GetString("controller_path"));
   ASSIGN_OR_RETURN(options.run_dir, s.GetString("run_dir"));
+  ASSIGN_OR_RETURN(std::string metrics, s.GetString("metrics"));
+  if (metrics != "on" && metrics != "off") {
+    return absl::InvalidArgumentError(StrCat("--metrics must be on or off, got '", metrics, "'"));
+  }
+  options.metrics = metrics == "on";
+  ASSIGN_OR_RETURN(options.metrics_sd_file, s.GetString("metrics_sd_file"));
   ASSIGN_OR_RETURN(options.start_timeout, Seconds(s, "start_timeout_s"));
   ASSIGN_OR_RETURN(options.exit_grace, Seconds(s, "exit_grace_s"));
   ASSIGN_OR_RETURN(options.kill_grace, Seconds(s, "kill_grace_s"));

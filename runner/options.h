@@ -41,6 +41,11 @@ struct RunnerOptions {
   std::string controller_path;  // likewise for gravac-controller
   std::string run_dir;          // sockets and the port file; "" = a fresh /tmp/gravacrun-XXXXXX
 
+  // Metrics (launcher.h): each process serves /metrics on a free port of its own address and
+  // gravacrun prints where; false (--metrics off) switches serving off in all of them.
+  bool metrics = true;
+  std::string metrics_sd_file;  // Prometheus file_sd JSON of the job's targets; "" = none
+
   absl::Duration start_timeout = absl::Seconds(60);  // controller port, daemon sockets
   absl::Duration exit_grace = absl::Seconds(30);     // daemons to exit after the workers did
   absl::Duration kill_grace = absl::Seconds(3);      // SIGTERM/SIGINT -> SIGKILL
@@ -52,8 +57,8 @@ absl::Span<const SettingSpec> RunnerSettings();
 
 // Parses argv without the program name. With --help, returns at once with help_requested set.
 // Fails with InvalidArgument naming the flag for: a
-// missing or bad -np, --nodes outside 1..np (1..254 with --link), a bad --link, an unknown flag,
-// a command word before "--", or no command after it.
+// missing or bad -np, a --metrics other than on/off, --nodes outside 1..np (1..254 with --link), a
+// bad --link, an unknown flag, a command word before "--", or no command after it.
 absl::StatusOr<RunnerOptions> ParseRunnerArgs(absl::Span<const char* const> args,
                                               const EnvLookup& env);
 

@@ -317,6 +317,112 @@ TEST_F(ClusterTest, TwoClustersAtOnceDoNotCollide) {
   ExpectTcpWorks(*a, 1, 0);
 }
 
+// Connects from this process (the host's namespace) to `ip`:`port` and sends `message`.
+absl::Status ConnectFromHost(const std::string& ip, int port, const std::string& message) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  absl::Cleanup closer = [fd] { close(fd); };
+  sockaddr_in addr = Address(ip, port);
+  GRAVAC_RETURN_IF_ERRNO(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)));
+  GRAVAC_RETURN_IF_ERRNO(send(fd, message.data(), message.size(), MSG_NOSIGNAL));
+  return absl::OkStatus();
+}
+
+std::string ReadAll(int listener) {
+  int conn = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+  if (conn < 0) return "";
+  char buf[64] = {};
+  ssize_t got = recv(conn, buf, sizeof(buf), MSG_WAITALL);
+  close(conn);
+  return std::string(buf, std::max<ssize_t>(got, 0));
+}
+
+bool HostDeviceExists(const std::string& device) {
+  return access(absl::StrCat("/sys/class/net/", device).c_str(), F_OK) == 0;
+}
+
+TEST_F(ClusterTest, HostLinkReachesEveryNodeUnshapedAndNodesStayIsolated) {
+  ASSERT_OK_AND_ASSIGN(auto c,
+                       Cluster::Create(2, {.rate_bits_per_s = 1e9},
+                                       ClusterOptions{.name_prefix = kPrefix, .host_link = true}));
+  ASSERT_TRUE(c->has_host_link());
+  EXPECT_EQ(c->host_link_address(), c->subnet().substr(0, c->subnet().size() - 4) + "254");
+  const std::string dev = c->host_link_device();
+  ASSERT_TRUE(HostDeviceExists(dev)) << dev;
+  // Host -> every node.
+  for (int node = 0; node < 2; ++node) {
+    SCOPED_TRACE(absl::StrCat("host -> node ", node));
+    ASSERT_OK_AND_ASSIGN(int listener, Listen(*c, node, kPort + 10 + node));
+    absl::Cleanup close_listener = [listener] { close(listener); };
+    ASSERT_THAT(ConnectFromHost(c->node_address(node), kPort + 10 + node, "scrape"), IsOk());
+    EXPECT_EQ(ReadAll(listener), "scrape");
+  }
+  // Node -> the host's address (and nothing beyond the /24).
+  {
+    int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    absl::Cleanup close_listener = [listener] { close(listener); };
+    sockaddr_in addr = Address(c->host_link_address(), kPort + 20);
+    ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    ASSERT_EQ(listen(listener, 4), 0);
+    ASSERT_THAT(ConnectAndSend(*c, 1, c->host_link_address(), kPort + 20, "hello host"), IsOk());
+    EXPECT_EQ(ReadAll(listener), "hello host");
+  }
+  for (int node = 0; node < 2; ++node) {
+    ASSERT_OK_AND_ASSIGN(CommandResult routes, c->Run(node, {"ip", "-4", "route", "show"}));
+    EXPECT_EQ(routes.out.find("default"), std::string::npos) << routes.out;
+    ASSERT_OK_AND_ASSIGN(CommandResult outside, c->Run(node, {"ip", "route", "get", "1.1.1.1"}));
+    EXPECT_NE(outside.status.exit_code, 0);
+  }
+  // Node links keep their shaping; the host link has none.
+  ASSERT_OK_AND_ASSIGN(std::string node_qdisc, RunChecked({"tc", "-n", c->node_namespace(0),
+                                                           "qdisc", "show", "dev", "eth0"}));
+  EXPECT_THAT(node_qdisc, HasSubstr("tbf"));
+  ExpectTcpWorks(*c, 0, 1);
+  ASSERT_OK_AND_ASSIGN(std::string host_qdisc, RunChecked({"tc", "qdisc", "show", "dev", dev}));
+  EXPECT_THAT(host_qdisc, Not(HasSubstr("tbf")));
+  ASSERT_OK_AND_ASSIGN(std::string hub_qdisc, RunChecked({"tc", "-n", c->hub_namespace(), "qdisc",
+                                                          "show", "dev", "host"}));
+  EXPECT_THAT(hub_qdisc, Not(HasSubstr("tbf")));
+  ASSERT_OK_AND_ASSIGN(auto attached, Cluster::Attach(c->name()));
+  EXPECT_EQ(attached->host_link_address(), c->host_link_address());
+  // Destroy removes the host's end at once.
+  ASSERT_THAT(c->Destroy(), IsOk());
+  EXPECT_FALSE(HostDeviceExists(dev));
+}
+
+TEST_F(ClusterTest, HostLinkLimitsTheSizeAndIsOffByDefault) {
+  EXPECT_THAT(Cluster::Create(254, {}, ClusterOptions{.name_prefix = kPrefix, .host_link = true}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("at most 253")));
+  ASSERT_OK_AND_ASSIGN(auto c, Cluster::Create(1, {}, kPrefix));
+  EXPECT_FALSE(c->has_host_link());
+  EXPECT_EQ(c->host_link_address(), "");
+  EXPECT_FALSE(HostDeviceExists(ParseClusterName(c->name())->HostLinkDevice()));
+}
+
+TEST_F(ClusterTest, GuardianRemovesTheHostLinkOfAKilledOwner) {
+  std::string name = CreateInChildAndKill({.name_prefix = kPrefix, .host_link = true});
+  ASSERT_THAT(name, Not(IsEmpty()));
+  std::optional<ClusterName> parsed = ParseClusterName(name);
+  ASSERT_TRUE(parsed.has_value()) << name;
+  EXPECT_TRUE(AllGoneWithin({parsed->HubNamespace()}, absl::Seconds(20))) << name;
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (HostDeviceExists(parsed->HostLinkDevice()) && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_FALSE(HostDeviceExists(parsed->HostLinkDevice())) << name;
+}
+
+TEST_F(ClusterTest, CleanupStaleRemovesTheHostLinkAtOnce) {
+  std::string name =
+      CreateInChildAndKill({.name_prefix = kPrefix, .guardian = false, .host_link = true});
+  ASSERT_THAT(name, Not(IsEmpty()));
+  std::optional<ClusterName> parsed = ParseClusterName(name);
+  ASSERT_TRUE(parsed.has_value()) << name;
+  EXPECT_TRUE(HostDeviceExists(parsed->HostLinkDevice()));  // no guardian: still there
+  ASSERT_OK_AND_ASSIGN(std::vector<std::string> removed, CleanupStale(kPrefix));
+  EXPECT_THAT(removed, ::testing::Contains(name));
+  EXPECT_FALSE(HostDeviceExists(parsed->HostLinkDevice()));
+}
+
 TEST_F(ClusterTest, AttachFindsAClusterByName) {
   ASSERT_OK_AND_ASSIGN(auto c, Cluster::Create(3, {}, kPrefix));
   ASSERT_OK_AND_ASSIGN(auto attached, Cluster::Attach(c->name()));

@@ -22,6 +22,15 @@ TEST(NamingTest, AddressesFollowTheBenchmarkingRange) {
   EXPECT_EQ(high.SubnetCidr(), "198.19.255.0/24");
 }
 
+TEST(NamingTest, HostLinkTakesTheLastHostByteAndAShortDeviceName) {
+  EXPECT_EQ((ClusterName{"gravac", 42, 7}).HostLinkAddress(), "198.18.7.254");
+  EXPECT_EQ((ClusterName{"gravac", 42, 7}).HostLinkDevice(), "gvch7");
+  ClusterName high{"a_long_prefix_of_thirty_two_char", 4194304, 511};
+  EXPECT_EQ(high.HostLinkAddress(), "198.19.255.254");
+  EXPECT_EQ(high.HostLinkAddress(), high.NodeAddress(kHostLinkByte - 1));  // so <= 253 nodes
+  EXPECT_LE(high.HostLinkDevice().size(), 15u);                            // IFNAMSIZ - 1
+}
+
 TEST(NamingTest, ParseRoundTrips) {
   std::optional<ClusterName> name = ParseClusterName("bench_1.x-12345-s300");
   ASSERT_TRUE(name.has_value());

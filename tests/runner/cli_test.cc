@@ -59,7 +59,8 @@ TEST(GravacrunCliTest, SigintTearsEverythingDown) {
   ASSERT_OK_AND_ASSIGN(FakeJob job, FakeJob::Create());
   const std::string pids = job.Path("pids");
   ASSERT_THAT(job.WriteController(absl::StrCat("echo $$ >> ", pids, "; echo ", FakeJob::kPort,
-                                               " > \"$port_file\"; exec sleep 600")),
+                                               " > \"$port_file\"; write_metrics_port ",
+                                               FakeJob::kMetricsPort, "; exec sleep 600")),
               IsOk());
   ASSERT_THAT(job.WriteDaemon(absl::StrCat("echo $$ >> ", pids, "; exec sleep 600")), IsOk());
   // Rank 1 ignores SIGINT and SIGTERM (so do the processes it starts): SIGKILL must get it.

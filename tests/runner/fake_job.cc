@@ -14,15 +14,22 @@
 namespace gravac::runner {
 namespace {
 
-// Sets $port_file and $socket from the --port_file= / --socket= arguments.
+// Sets $port_file, $socket, $metrics_port_file, $metrics_address and $node_rank from the
+// arguments; write_metrics_port PORT writes PORT to $metrics_port_file when one was given.
 constexpr char kScriptHead[] =
     "#!/bin/sh\n"
     "for a in \"$@\"; do\n"
     "  case \"$a\" in\n"
     "    --port_file=*) port_file=\"${a#--port_file=}\" ;;\n"
     "    --socket=*) socket=\"${a#--socket=}\" ;;\n"
+    "    --metrics_port_file=*) metrics_port_file=\"${a#--metrics_port_file=}\" ;;\n"
+    "    --metrics_address=*) metrics_address=\"${a#--metrics_address=}\" ;;\n"
+    "    --node_rank=*) node_rank=\"${a#--node_rank=}\" ;;\n"
     "  esac\n"
-    "done\n";
+    "done\n"
+    "write_metrics_port() {\n"
+    "  [ -z \"$metrics_port_file\" ] || echo \"$1\" > \"$metrics_port_file\"\n"
+    "}\n";
 
 }  // namespace
 
@@ -30,8 +37,9 @@ absl::StatusOr<FakeJob> FakeJob::Create() {
   char tmpl[] = "/tmp/gravacrun-test-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) return absl::InternalError("mkdtemp failed");
   FakeJob job{std::string(tmpl)};
-  RETURN_IF_ERROR(job.WriteController(
-      StrCat("echo controller \"$@\"\necho ", kPort, " > \"$port_file\"\nexec sleep 600")));
+  RETURN_IF_ERROR(job.WriteController(StrCat("echo controller \"$@\"\necho ", kPort,
+                                             " > \"$port_file\"\nwrite_metrics_port ", kMetricsPort,
+                                             "\nexec sleep 600")));
   RETURN_IF_ERROR(job.WriteDaemon("exec sleep 600"));
   return job;
 }
@@ -65,8 +73,13 @@ absl::Status FakeJob::WriteController(std::string_view body) const {
   return WriteScript("controller.sh", body);
 }
 
-absl::Status FakeJob::WriteDaemon(std::string_view body) const {
-  return WriteScript("daemon.sh", StrCat("echo daemon \"$@\"\ntouch \"$socket\"\n", body));
+absl::Status FakeJob::WriteDaemon(std::string_view body, bool write_metrics_port) const {
+  return WriteScript(
+      "daemon.sh", StrCat("echo daemon \"$@\"\ntouch \"$socket\"\n",
+                          write_metrics_port ? StrCat("write_metrics_port $((", kDaemonMetricsPort,
+                                                      " + node_rank))\n")
+                                             : std::string(),
+                          body));
 }
 
 absl::Status FakeJob::WriteScript(std::string_view name, std::string_view body) const {

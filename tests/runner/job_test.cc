@@ -44,6 +44,30 @@ TEST(GravacrunJobTest, TwoNodesFourWorkers) {
   EXPECT_THAT(r.err, HasSubstr("[controller]"));
 }
 
+TEST(GravacrunJobTest, PrintsWhereTheRealProcessesServeMetrics) {
+  ASSERT_OK_AND_ASSIGN(netemu::CommandResult r,
+                       Gravacrun({"-np", "2", "--nodes", "2"}, {"--steps", "2"}));
+  ASSERT_EQ(r.status.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.err, ::testing::ContainsRegex(
+                         "gravacrun: metrics: controller http://127\\.0\\.0\\.1:[0-9]+/metrics\n"));
+  EXPECT_THAT(
+      r.err, ::testing::ContainsRegex(
+                 "gravacrun: metrics: node 1 \\(node1\\) http://127\\.0\\.0\\.1:[0-9]+/metrics\n"));
+  EXPECT_THAT(r.err, HasSubstr("metrics: serving on http://127.0.0.1:"));  // their own log lines
+}
+
+TEST(GravacrunJobTest, MetricsOffSwitchesServingOffEverywhere) {
+  ASSERT_OK_AND_ASSIGN(
+      netemu::CommandResult r,
+      Gravacrun({"-np", "2", "--nodes", "2", "--metrics", "off"}, {"--steps", "2"}));
+  ASSERT_EQ(r.status.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.err, ::testing::Not(HasSubstr("gravacrun: metrics:")));
+  EXPECT_THAT(r.err, ::testing::Not(HasSubstr("serving on")));
+  EXPECT_THAT(r.err, ::testing::ContainsRegex("\\[controller\\] [^\n]*metrics: off"));
+  EXPECT_THAT(r.err, ::testing::ContainsRegex("\\[gravacd 0\\] [^\n]*metrics: off"));
+  EXPECT_THAT(r.err, ::testing::ContainsRegex("\\[gravacd 1\\] [^\n]*metrics: off"));
+}
+
 TEST(GravacrunJobTest, UnevenNodes) {
   ASSERT_OK_AND_ASSIGN(netemu::CommandResult r,
                        Gravacrun({"-np", "3", "--nodes", "2"}, {"--steps", "2"}));

@@ -4,6 +4,7 @@
 #include "runner/launcher.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -89,15 +90,104 @@ TEST_F(LauncherTest, DaemonsAndControllerGetTheirFlagsAndPrefixes) {
   const std::string out = Out();
   EXPECT_THAT(
       out, HasSubstr(absl::StrCat("[controller] controller --listen=127.0.0.1:0 --port_file=",
-                                  job_.RunDirPath("controller.port"), " --nodes=2 --window=5\n")));
-  EXPECT_THAT(out, HasSubstr(absl::StrCat(
-                       "[gravacd 0] daemon --controller=127.0.0.1:", FakeJob::kPort,
-                       " --socket=", job_.RunDirPath("gravacd-0.sock"),
-                       " --local_size=2 --node_name=node0 --node_rank=0 --nodes=2 --step_log=",
-                       job_.Path("steps"), ".0 --tag=0\n")));
+                                  job_.RunDirPath("controller.port"),
+                                  " --nodes=2 --metrics_address=127.0.0.1:0 --metrics_port_file=",
+                                  job_.RunDirPath("controller.metrics.port"), " --window=5\n")));
   EXPECT_THAT(out,
-              HasSubstr("--local_size=1 --node_name=node1 --node_rank=1 --nodes=2 --step_log=" +
-                        job_.Path("steps") + ".1 --tag=1\n"));
+              HasSubstr(absl::StrCat("[gravacd 0] daemon --controller=127.0.0.1:", FakeJob::kPort,
+                                     " --socket=", job_.RunDirPath("gravacd-0.sock"),
+                                     " --local_size=2 --node_name=node0 --node_rank=0 --nodes=2 "
+                                     "--metrics_address=127.0.0.1:0 --metrics_port_file=",
+                                     job_.RunDirPath("gravacd-0.metrics.port"),
+                                     " --step_log=", job_.Path("steps"), ".0 --tag=0\n")));
+  EXPECT_THAT(out, HasSubstr("--local_size=1 --node_name=node1 --node_rank=1 --nodes=2 "
+                             "--metrics_address=127.0.0.1:0 --metrics_port_file=" +
+                             job_.RunDirPath("gravacd-1.metrics.port") +
+                             " --step_log=" + job_.Path("steps") + ".1 --tag=1\n"));
+}
+
+TEST_F(LauncherTest, PrintsWhereEveryProcessServesMetrics) {
+  ASSERT_OK_AND_ASSIGN(int rc, Run(Options(3, 2, {"true"})));
+  EXPECT_EQ(rc, 0) << Err();
+  const std::string err = Err();
+  EXPECT_THAT(err, HasSubstr(absl::StrCat("gravacrun: metrics: controller http://127.0.0.1:",
+                                          FakeJob::kMetricsPort, "/metrics\n")));
+  EXPECT_THAT(err, HasSubstr(absl::StrCat("gravacrun: metrics: node 0 (node0) http://127.0.0.1:",
+                                          FakeJob::kDaemonMetricsPort, "/metrics\n")));
+  EXPECT_THAT(err, HasSubstr(absl::StrCat("gravacrun: metrics: node 1 (node1) http://127.0.0.1:",
+                                          FakeJob::kDaemonMetricsPort + 1, "/metrics\n")));
+}
+
+TEST_F(LauncherTest, MetricsOffPassesOffToEveryProcessAndPrintsNoAddress) {
+  RunnerOptions o = Options(2, 2, {"true"});
+  o.metrics = false;
+  o.metrics_sd_file = job_.Path("targets.json");
+  ASSERT_OK_AND_ASSIGN(int rc, Run(o));
+  EXPECT_EQ(rc, 0) << Err();
+  const std::string out = Out();
+  EXPECT_THAT(out, HasSubstr(" --nodes=2 --metrics_address=off\n"));
+  EXPECT_THAT(out, HasSubstr("--node_rank=0 --nodes=2 --metrics_address=off\n"));
+  EXPECT_THAT(out, HasSubstr("--node_rank=1 --nodes=2 --metrics_address=off\n"));
+  EXPECT_THAT(out, Not(HasSubstr("--metrics_port_file")));
+  EXPECT_THAT(Err(), Not(HasSubstr("metrics: ")));
+  EXPECT_FALSE(std::filesystem::exists(job_.Path("targets.json")));
+}
+
+TEST_F(LauncherTest, SdFileListsTheTargetsWhileTheJobRunsAndIsEmptiedAfterSuccess) {
+  RunnerOptions o = Options(2, 2, {});
+  o.metrics_sd_file = job_.Path("targets.json");
+  o.command = {"sh", "-c",
+               absl::StrCat("cp ", o.metrics_sd_file, " ", job_.Path("during.$GRAVAC_RANK"))};
+  ASSERT_OK_AND_ASSIGN(int rc, Run(o));
+  EXPECT_EQ(rc, 0) << Err();
+  const std::string during = job_.Read("during.0");
+  EXPECT_EQ(during, absl::StrCat("[\n"
+                                 "  {\"targets\": [\"127.0.0.1:",
+                                 FakeJob::kMetricsPort,
+                                 "\"], \"labels\": {\"job\": \"gravac-controller\"}},\n"
+                                 "  {\"targets\": [\"127.0.0.1:",
+                                 FakeJob::kDaemonMetricsPort,
+                                 "\"], \"labels\": {\"job\": \"gravacd\", \"node\": \"node0\"}},\n"
+                                 "  {\"targets\": [\"127.0.0.1:",
+                                 FakeJob::kDaemonMetricsPort + 1,
+                                 "\"], \"labels\": {\"job\": \"gravacd\", \"node\": \"node1\"}}\n"
+                                 "]\n"));
+  EXPECT_EQ(job_.Read("during.1"), during);
+  EXPECT_EQ(job_.Read("targets.json"), "[]\n");  // the job is over: nothing to scrape
+  EXPECT_FALSE(std::filesystem::exists(job_.Path("targets.json.tmp")));
+}
+
+TEST_F(LauncherTest, FailedJobLeavesItsTargetsSoPrometheusSeesThemDown) {
+  RunnerOptions o = Options(2, 2, {"sh", "-c", "exit 3"});
+  o.metrics_sd_file = job_.Path("targets.json");
+  ASSERT_OK_AND_ASSIGN(int rc, Run(o));
+  EXPECT_EQ(rc, 3);
+  const std::string sd = job_.Read("targets.json");
+  EXPECT_THAT(sd, HasSubstr("\"job\": \"gravac-controller\""));
+  EXPECT_THAT(sd, HasSubstr("\"node\": \"node1\""));
+}
+
+TEST_F(LauncherTest, ControllerThatNeverServesMetricsTimesOutNamingTheFile) {
+  ASSERT_THAT(job_.WriteController(
+                  absl::StrCat("echo ", FakeJob::kPort, " > \"$port_file\"; exec sleep 100")),
+              IsOk());
+  RunnerOptions o = Options(1, 1, {"true"});
+  o.start_timeout = absl::Milliseconds(500);
+  EXPECT_THAT(Run(o), StatusIs(absl::StatusCode::kDeadlineExceeded,
+                               AllOf(HasSubstr("did not write its metrics port"),
+                                     HasSubstr("controller.metrics.port"))));
+}
+
+TEST_F(LauncherTest, DaemonThatNeverServesMetricsTimesOutNamingTheFile) {
+  // daemon_args come last, so the stand-in writes its port to this later --metrics_port_file
+  // (which cannot be written) and gravacrun's file never appears.
+  ASSERT_THAT(job_.WriteDaemon("exec sleep 100"), IsOk());
+  RunnerOptions o = Options(1, 1, {"true"});
+  o.daemon_args = {"--metrics_port_file=/nonexistent/dir/port"};
+  o.start_timeout = absl::Seconds(1);
+  EXPECT_THAT(Run(o), StatusIs(absl::StatusCode::kDeadlineExceeded,
+                               AllOf(HasSubstr("metrics ports"),
+                                     HasSubstr(job_.RunDirPath("gravacd-0.metrics.port")))));
 }
 
 TEST_F(LauncherTest, FailingWorkerStopsTheOthersQuicklyAndGivesItsCode) {
@@ -118,6 +208,20 @@ TEST_F(LauncherTest, WorkerKilledBySignalGives128PlusSignal) {
   ASSERT_OK_AND_ASSIGN(int rc, Run(o));
   EXPECT_EQ(rc, 128 + 9);
   EXPECT_THAT(Err(), HasSubstr("rank 1 was killed by signal 9"));
+}
+
+TEST_F(LauncherTest, WaitingForWorkersTakesNoCpu) {
+  // While the workers run gravacrun blocks in poll(): a 1.5 s job costs it milliseconds of CPU,
+  // not a busy loop's second or more (the infinite deadline once overflowed to a 0 ms timeout).
+  auto cpu_seconds = [] {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_utime.tv_sec + u.ru_stime.tv_sec + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+  };
+  const double before = cpu_seconds();
+  ASSERT_OK_AND_ASSIGN(int rc, Run(Options(2, 1, {"sleep", "1.5"})));
+  EXPECT_EQ(rc, 0);
+  EXPECT_LT(cpu_seconds() - before, 0.3);
 }
 
 TEST_F(LauncherTest, FirstFailureWins) {

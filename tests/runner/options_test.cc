@@ -69,6 +69,21 @@ TEST(ParseRunnerArgsTest, MinimalCommandLine) {
   EXPECT_THAT(o.daemon_args, IsEmpty());
 }
 
+TEST(ParseRunnerArgsTest, MetricsOnByDefaultOffOnRequestAndSdFile) {
+  ASSERT_OK_AND_ASSIGN(RunnerOptions o, Parse({"-np", "2", "--", "true"}));
+  EXPECT_TRUE(o.metrics);
+  EXPECT_EQ(o.metrics_sd_file, "");
+  ASSERT_OK_AND_ASSIGN(
+      o, Parse({"-np", "2", "--metrics", "off", "--metrics-sd-file", "/tmp/t.json", "--", "true"}));
+  EXPECT_FALSE(o.metrics);
+  EXPECT_EQ(o.metrics_sd_file, "/tmp/t.json");
+  ASSERT_OK_AND_ASSIGN(o, Parse({"-np", "2", "--metrics=on", "--", "true"}));
+  EXPECT_TRUE(o.metrics);
+  EXPECT_THAT(Parse({"-np", "2", "--metrics", "maybe", "--", "true"}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--metrics must be on or off, got 'maybe'")));
+}
+
 TEST(ParseRunnerArgsTest, FlagFormsAndDashes) {
   ASSERT_OK_AND_ASSIGN(RunnerOptions o,
                        Parse({"-np=6", "--nodes=3", "--kill-grace-s", "0.5", "--", "true"}));
