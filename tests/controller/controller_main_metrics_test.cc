@@ -21,6 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "core/testing/http_get.h"
 #include "core/testing/status_matchers.h"
 #include "daemon/control/controller_client.h"
 #include "gmock/gmock.h"
@@ -57,28 +58,7 @@ int WaitForPort(const std::string& path) {
   return 0;
 }
 
-// GET http://127.0.0.1:port/path; the whole response (status line, headers, body), "" when the
-// connection fails.
-std::string HttpGet(int port, const std::string& path) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return "";
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string response;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const std::string request =
-        absl::StrFormat("GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", path);
-    if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
-      char buf[4096];
-      ssize_t n;
-      while ((n = read(fd, buf, sizeof(buf))) > 0) response.append(buf, n);
-    }
-  }
-  close(fd);
-  return response;
-}
+using ::gravac::testing::HttpGet;
 
 // Sample lines of a text-format scrape: series -> value text.
 std::map<std::string, std::string> Samples(const std::string& response) {

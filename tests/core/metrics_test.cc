@@ -1,15 +1,10 @@
 #include "core/metrics.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <string>
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-
+#include "core/testing/http_get.h"
 #include "core/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -23,26 +18,7 @@ using ::gravac::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-// A plain HTTP/1.0 GET against 127.0.0.1:port; returns the whole response ("" on failure).
-std::string HttpGet(int port, const std::string& path) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return "";
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string response;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const std::string request = "GET " + path + " HTTP/1.0\r\nHost: localhost\r\n\r\n";
-    if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
-      char buf[4096];
-      ssize_t n;
-      while ((n = read(fd, buf, sizeof(buf))) > 0) response.append(buf, static_cast<size_t>(n));
-    }
-  }
-  close(fd);
-  return response;
-}
+using ::gravac::testing::HttpGet;
 
 TEST(MetricsAddress, ParsesHostPortAndBarePort) {
   std::string host;

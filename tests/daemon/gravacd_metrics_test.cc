@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/testing/http_get.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/daemon/metrics_text.h"
@@ -104,26 +105,7 @@ class GravacdMetricsTest : public ::testing::Test {
   std::string dir_;
 };
 
-// GET path from 127.0.0.1:port; the whole response ("" when it cannot connect).
-std::string HttpGet(int port, const std::string& path) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  timeval tv{5, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  std::string response;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const std::string request = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-    if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
-      char buf[8192];
-      for (ssize_t got; (got = read(fd, buf, sizeof(buf))) > 0;) response.append(buf, got);
-    }
-  }
-  close(fd);
-  return response;
-}
+using ::gravac::testing::HttpGet;
 
 TEST_F(GravacdMetricsTest, ServesMetricsOverHttpAndWritesItsPort) {
   const std::string port_file = dir_ + "/metrics.port";
