@@ -714,7 +714,7 @@ def scenario_job(args):
             raise Failure("rules.yml has no alert GravacStall")
         result = wait_for_data(prom, *stall[0][:2], timeout=20)
         log("fault job: %d error expressions return data; GravacStall's expression fires for %s"
-            % (n_fault, sorted(r["metric"].get("node") for r in result)))
+            % (n_fault, sorted(r["metric"].get("node", "-") for r in result)))
 
         down = [e for e in exprs if e[0] == "alert GravacDaemonDown"]
         if not down:
@@ -727,7 +727,7 @@ def scenario_job(args):
         os.kill(pid, signal.SIGKILL)
         result = wait_for_data(prom, *down[0][:2], timeout=30)
         log("killed gravacd node1 (pid %d): GravacDaemonDown's expression returns %s" % (
-            pid, sorted((r["metric"].get("node"), r["metric"].get("__name__")) for r in result)))
+            pid, sorted((r["metric"].get("node", "-"), r["metric"].get("__name__", "-")) for r in result)))
         open(stop_file, "w").close()
         fault.stop()
         return 0
