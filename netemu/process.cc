@@ -9,14 +9,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "core/status.h"
-
-extern char** environ;
+#include "netemu/exec_args.h"
 
 namespace gravac::netemu {
 namespace {
@@ -41,36 +39,6 @@ absl::StatusCode CodeForErrno(int err) {
     default:
       return absl::StatusCode::kInternal;
   }
-}
-
-// The child's environment: the parent's, with `overrides` replacing or adding variables.
-std::vector<std::string> BuildEnv(
-    const std::vector<std::pair<std::string, std::string>>& overrides) {
-  std::map<std::string, std::string> vars;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    std::string entry(*e);
-    size_t eq = entry.find('=');
-    if (eq == std::string::npos) continue;
-    vars[entry.substr(0, eq)] = entry.substr(eq + 1);
-  }
-  for (const auto& [key, value] : overrides) vars[key] = value;
-  std::vector<std::string> env;
-  env.reserve(vars.size());
-  for (const auto& [key, value] : vars) env.push_back(absl::StrCat(key, "=", value));
-  return env;
-}
-
-std::vector<char*> CStrings(std::vector<std::string>& strings) {
-  std::vector<char*> out;
-  out.reserve(strings.size() + 1);
-  for (std::string& s : strings) out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
-}
-
-void CloseFd(int& fd) {
-  if (fd >= 0) close(fd);
-  fd = -1;
 }
 
 ExitStatus FromWaitStatus(int wstatus) {
@@ -98,9 +66,9 @@ absl::StatusOr<Process> Process::Spawn(const std::vector<std::string>& argv,
   std::vector<std::string> args;
   if (!options.netns.empty()) args = {"ip", "netns", "exec", options.netns};
   args.insert(args.end(), argv.begin(), argv.end());
-  std::vector<std::string> env = BuildEnv(options.env);
-  std::vector<char*> c_args = CStrings(args);
-  std::vector<char*> c_env = CStrings(env);
+  std::vector<std::string> env = ChildEnvironment(options.env);
+  std::vector<char*> c_args = ExecStrings(args);
+  std::vector<char*> c_env = ExecStrings(env);
 
   int out_pipe[2] = {-1, -1};
   int err_pipe[2] = {-1, -1};

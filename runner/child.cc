@@ -8,45 +8,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <map>
 
 #include "absl/strings/str_cat.h"
-
-extern char** environ;
+#include "netemu/exec_args.h"
 
 namespace gravac::runner {
 namespace {
 
 absl::Status ErrnoError(const char* call) {
   return absl::InternalError(absl::StrCat(call, " failed: ", strerror(errno)));
-}
-
-std::vector<std::string> BuildEnv(
-    const std::vector<std::pair<std::string, std::string>>& overrides) {
-  std::map<std::string, std::string> vars;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    std::string entry(*e);
-    size_t eq = entry.find('=');
-    if (eq != std::string::npos) vars[entry.substr(0, eq)] = entry.substr(eq + 1);
-  }
-  for (const auto& [key, value] : overrides) vars[key] = value;
-  std::vector<std::string> env;
-  env.reserve(vars.size());
-  for (const auto& [key, value] : vars) env.push_back(absl::StrCat(key, "=", value));
-  return env;
-}
-
-std::vector<char*> CStrings(std::vector<std::string>& strings) {
-  std::vector<char*> out;
-  out.reserve(strings.size() + 1);
-  for (std::string& s : strings) out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
-}
-
-void CloseFd(int& fd) {
-  if (fd >= 0) close(fd);
-  fd = -1;
 }
 
 }  // namespace
@@ -56,9 +26,9 @@ absl::StatusOr<Child> Child::Start(const ChildOptions& options) {
   std::vector<std::string> args;
   if (!options.netns.empty()) args = {"ip", "netns", "exec", options.netns};
   args.insert(args.end(), options.argv.begin(), options.argv.end());
-  std::vector<std::string> env = BuildEnv(options.env);
-  std::vector<char*> c_args = CStrings(args);
-  std::vector<char*> c_env = CStrings(env);
+  std::vector<std::string> env = netemu::ChildEnvironment(options.env);
+  std::vector<char*> c_args = netemu::ExecStrings(args);
+  std::vector<char*> c_env = netemu::ExecStrings(env);
 
   int out_pipe[2] = {-1, -1};
   int err_pipe[2] = {-1, -1};
@@ -139,13 +109,13 @@ void Child::Reset() {
     }
     pid_ = -1;
   }
-  CloseFd(out_fd_);
-  CloseFd(err_fd_);
+  netemu::CloseFd(out_fd_);
+  netemu::CloseFd(err_fd_);
 }
 
 void Child::CloseOutput(int fd) {
-  if (fd == out_fd_) CloseFd(out_fd_);
-  if (fd == err_fd_) CloseFd(err_fd_);
+  if (fd == out_fd_) netemu::CloseFd(out_fd_);
+  if (fd == err_fd_) netemu::CloseFd(err_fd_);
 }
 
 bool Child::TryReap() {
