@@ -25,6 +25,11 @@ gravacctl, the gravac Python package and gravac-netemu (--build_dir, --netemu).
 
   sudo bench/e2e/compare.py --build_dir build --epochs 10 --out_dir /tmp/e2e
   bench/e2e/compare.py --quick --runs dense,gravac_geometric,ddp     # smoke check
+  sudo bench/e2e/compare.py --epochs 10 --repeat 3 --out_dir /tmp/e2e  # 3 interleaved rounds
+
+With --repeat N every configuration runs N times, round by round (so slow drifts of a shared host
+hit every configuration alike); each round writes its own table and plots into round<k>/ and
+summary.md / summary.json give every round's time to target and the medians.
 
 Every job runs in its own process group and is killed after --run_timeout_s; the emulated
 cluster of the DDP run is destroyed on exit. Exits 0 when every run finished, 1 otherwise, 77
@@ -404,6 +409,8 @@ def main():
     p.add_argument("--build_dir", default=os.path.join(REPO, "build"))
     p.add_argument("--netemu", default="", help="gravac-netemu (default: in --build_dir)")
     p.add_argument("--python", default="/usr/bin/python3")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="rounds of every run, interleaved; writes summary.md with medians")
     p.add_argument("--run_timeout_s", type=float, default=0,
                    help="limit per run (default 120 + 20 s per epoch)")
     args = p.parse_args()
@@ -454,6 +461,28 @@ def main():
     env["PYTHONPATH"] = os.pathsep.join(x for x in (pythonpath, env.get("PYTHONPATH")) if x)
     env.setdefault("GRAVACCTL", os.path.join(args.build_dir, "controller", "ctl", "gravacctl"))
 
+    if args.repeat <= 1:
+        return 0 if run_round(args, names, env) else 1
+    base, rounds = args.out_dir, []
+    for k in range(1, args.repeat + 1):
+        args.out_dir = os.path.join(base, "round%d" % k)
+        os.makedirs(args.out_dir, exist_ok=True)
+        print("compare.py: round %d of %d into %s" % (k, args.repeat, args.out_dir), flush=True)
+        ok = run_round(args, names, env)
+        with open(os.path.join(args.out_dir, "results.json")) as f:
+            rounds.append(json.load(f)["rows"])
+        if not ok:
+            print("compare.py: round %d had a failed run" % k, file=sys.stderr)
+    args.out_dir = base
+    path, table = write_summary(args, names, rounds)
+    print(table)
+    print("compare.py: wrote %s" % path)
+    return 0 if all(r["rc"] == 0 and r["epochs"] == args.epochs
+                    for rows in rounds for r in rows) else 1
+
+
+def run_round(args, names, env):
+    """Runs every configuration once into args.out_dir; True when all finished."""
     load_start = os.getloadavg()
     results, rows = {}, []
     for name in names:
@@ -480,7 +509,60 @@ def main():
     print("compare.py: wrote %s" % path)
     for png in plot(args, results):
         print("compare.py: wrote %s" % png)
-    return 0 if all(r["rc"] == 0 and r["epochs"] == args.epochs for r in rows) else 1
+    return all(r["rc"] == 0 and r["epochs"] == args.epochs for r in rows)
+
+
+def median(values):
+    v = sorted(x for x in values if x is not None)
+    if not v:
+        return None
+    return v[len(v) // 2] if len(v) % 2 else 0.5 * (v[len(v) // 2 - 1] + v[len(v) // 2])
+
+
+def write_summary(args, names, rounds):
+    """summary.md / summary.json over --repeat rounds: per run, every round's time to target
+    and the medians (a run that misses the target in a round counts as not reaching it there;
+    the median is over the rounds that reached it, with how many did)."""
+    lines = ["# End-to-end comparison, %d rounds (issue #5, BENCHMARKS.md item 8)" % len(rounds),
+             "", "Each round runs every configuration once, in the order %s; the rounds are in "
+             "round1/ .. round%d/ (their own results.md and plots). %d epochs, seed %d, target "
+             "accuracy %.3f, links %s, host %d CPUs." % (", ".join(names), len(rounds),
+                                                         args.epochs, args.seed, args.target,
+                                                         args.link, os.cpu_count()), "",
+             "| run | time to %.3f per round (s) | median (s) | rounds reaching it | epoch "
+             "reached (median) | final acc (median) | mean step per round (ms) | median step "
+             "(ms) | bytes vs dense |" % args.target,
+             "|---|---|---|---|---|---|---|---|---|"]
+    summary = []
+    for name in names:
+        rows = [next((r for r in rr if r["run"] == name), None) for rr in rounds]
+        rows = [r for r in rows if r is not None]
+        dense = [next((r for r in rr if r["run"] == "dense"), None) for rr in rounds]
+        ratios = [r["bytes_sent"] / d["bytes_sent"] for r, d in zip(rows, dense)
+                  if d and d.get("bytes_sent") and r.get("bytes_sent") is not None]
+        item = {"run": name,
+                "time_to_target_s": [r["time_to_target_s"] for r in rows],
+                "median_time_to_target_s": median(r["time_to_target_s"] for r in rows),
+                "reached": sum(r["time_to_target_s"] is not None for r in rows),
+                "median_epoch_to_target": median(r["epoch_to_target"] for r in rows),
+                "median_final_acc": median(r["final_acc"] for r in rows),
+                "step_ms": [r["step_ms"] for r in rows],
+                "median_step_ms": median(r["step_ms"] for r in rows),
+                "median_bytes_vs_dense": median(ratios)}
+        summary.append(item)
+        lines.append("| %s | %s | %s | %d of %d | %s | %s | %s | %s | %s |" % (
+            name, " / ".join(fmt(t, "%.1f", "—") for t in item["time_to_target_s"]),
+            fmt(item["median_time_to_target_s"], "%.1f"), item["reached"], len(rows),
+            fmt(item["median_epoch_to_target"], "%g"), fmt(item["median_final_acc"], "%.4f"),
+            " / ".join(fmt(t, "%.0f", "—") for t in item["step_ms"]),
+            fmt(item["median_step_ms"], "%.0f"), fmt(item["median_bytes_vs_dense"], "%.3f")))
+    lines.append("")
+    path = os.path.join(args.out_dir, "summary.md")
+    with open(path, "w") as f:
+        f.write("\n".join(lines))
+    with open(os.path.join(args.out_dir, "summary.json"), "w") as f:
+        json.dump({"runs": summary, "rounds": rounds}, f, indent=1)
+    return path, "\n".join(lines)
 
 
 if __name__ == "__main__":
