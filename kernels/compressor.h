@@ -52,6 +52,10 @@ class Compressor {
 
   virtual absl::Status CompressFrom(const Compressed& first, double theta,
                                     const CompressContext& ctx, Compressed* out) = 0;
+
+  // True when CompressFrom(Compress(p, θ1), θ2) equals Compress(p, θ2) for every θ2 >= θ1 (topk,
+  // randomk), so a caller may compute the second level first and the first one later.
+  virtual bool SecondLevelEqualsDirect() const { return false; }
 };
 
 // Options shared by all compressors.

@@ -54,6 +54,7 @@ class RandomKCompressor : public Compressor {
   explicit RandomKCompressor(const CompressorOptions& options);
 
   std::string_view name() const override { return "randomk"; }
+  bool SecondLevelEqualsDirect() const override { return true; }
 
   absl::Status Compress(absl::Span<const float> input, double theta, const CompressContext& ctx,
                         Compressed* out) override;

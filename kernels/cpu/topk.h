@@ -27,6 +27,7 @@ class TopKCompressor : public Compressor {
   explicit TopKCompressor(const CompressorOptions& options);
 
   std::string_view name() const override { return "topk"; }
+  bool SecondLevelEqualsDirect() const override { return true; }
 
   absl::Status Compress(absl::Span<const float> input, double theta, const CompressContext& ctx,
                         Compressed* out) override;

@@ -66,8 +66,10 @@ TEST_P(MultiLevelTest, CandidateIsASecondLevelOfTheFirst) {
     ASSERT_TRUE(it != r.at_min.indices.end() && *it == r.at_candidate.indices[j]) << j;
     EXPECT_EQ(r.at_candidate.values[j], r.at_min.values[it - r.at_min.indices.begin()]);
   }
-  if (GetParam() == "topk" || GetParam() == "randomk") {
-    // For these the second level equals compressing the full tensor at θ_c.
+  // topk and randomk promise that the second level equals compressing the full tensor at θ_c
+  // (the engine relies on it to send θ_c before computing θ_min's level); check every promise.
+  EXPECT_EQ(c->SecondLevelEqualsDirect(), GetParam() == "topk" || GetParam() == "randomk");
+  if (c->SecondLevelEqualsDirect()) {
     Compressed direct;
     ASSERT_THAT(c->Compress(p, 200.0, ctx, &direct), IsOk());
     EXPECT_EQ(r.at_candidate.indices, direct.indices);
