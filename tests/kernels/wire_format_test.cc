@@ -1,9 +1,12 @@
 #include "kernels/wire_format.h"
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -13,7 +16,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/cast.h"
+#include "kernels/cpu/check.h"
 #include "kernels/cpu/randomk.h"
+#include "kernels/cpu/scatter_add.h"
 
 namespace gravac::kernels {
 namespace {
@@ -73,93 +78,6 @@ void ExpectSame(const Compressed& a, const Compressed& b) {
   }
 }
 
-struct Case {
-  WireLayout layout;
-  ValueType type;
-  int64_t n;
-  int64_t count;
-};
-
-std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
-  const char* layouts[] = {"Explicit", "Implicit", "Dense"};
-  return absl::StrFormat("%s_%s_n%d_k%d", layouts[static_cast<int>(info.param.layout)],
-                         cpu::ValueTypeName(info.param.type), info.param.n, info.param.count);
-}
-
-class WireRoundTripTest : public ::testing::TestWithParam<Case> {};
-
-TEST_P(WireRoundTripTest, RoundTripsExactly) {
-  const Case& p = GetParam();
-  Compressed c = Make(p.layout, p.type, p.n, p.count);
-  std::vector<uint8_t> buf;
-  ASSERT_THAT(Encode(c, &buf), IsOk());
-  const size_t width = p.type == ValueType::kFloat32 ? 4 : 2;
-  const size_t idx_bytes = p.layout == WireLayout::kSparseExplicit ? 4 : 0;
-  EXPECT_EQ(buf.size(), kWireHeaderSize + c.values.size() * (width + idx_bytes));
-  EXPECT_EQ(buf.size(), EncodedSize(c));
-  EXPECT_EQ(buf[6], static_cast<uint8_t>(p.layout));
-  EXPECT_EQ(buf[7], static_cast<uint8_t>(p.type));
-  Compressed d;
-  d.indices = {1, 2, 3};  // stale content must be replaced
-  d.values = {9};
-  ASSERT_THAT(Decode(buf, &d), IsOk());
-  ExpectSame(c, d);
-}
-
-TEST_P(WireRoundTripTest, EveryTruncationAndExtensionIsRejected) {
-  const Case& p = GetParam();
-  std::vector<uint8_t> buf;
-  ASSERT_THAT(Encode(Make(p.layout, p.type, p.n, p.count), &buf), IsOk());
-  Compressed d;
-  for (size_t len = 0; len < buf.size(); ++len) {
-    absl::Status s = Decode(absl::MakeConstSpan(buf.data(), len), &d);
-    ASSERT_THAT(s, StatusIs(absl::StatusCode::kDataLoss)) << "truncated to " << len;
-  }
-  std::vector<uint8_t> longer = buf;
-  longer.push_back(0);
-  EXPECT_THAT(Decode(longer, &d), StatusIs(absl::StatusCode::kDataLoss, HasSubstr("size")));
-}
-
-TEST_P(WireRoundTripTest, EverySingleByteFlipIsRejected) {
-  const Case& p = GetParam();
-  std::vector<uint8_t> buf;
-  ASSERT_THAT(Encode(Make(p.layout, p.type, p.n, p.count), &buf), IsOk());
-  Compressed d;
-  // Every header byte; every payload byte for small buffers, else a stride sample plus the end.
-  const size_t stride = buf.size() <= 4096 ? 1 : buf.size() / 997;
-  std::vector<size_t> positions;
-  for (size_t i = 0; i < kWireHeaderSize; ++i) positions.push_back(i);
-  for (size_t i = kWireHeaderSize; i < buf.size(); i += stride) positions.push_back(i);
-  if (buf.size() > kWireHeaderSize) positions.push_back(buf.size() - 1);
-  for (size_t pos : positions) {
-    for (uint8_t mask : {0x01, 0x80, 0xff}) {
-      std::vector<uint8_t> bad = buf;
-      bad[pos] ^= mask;
-      ASSERT_THAT(Decode(bad, &d), Not(IsOk()))
-          << "byte " << pos << " ^ " << static_cast<int>(mask) << " accepted";
-    }
-  }
-}
-
-INSTANTIATE_TEST_SUITE_P(
-    AllLayoutsAndTypes, WireRoundTripTest,
-    ::testing::Values(Case{WireLayout::kSparseExplicit, ValueType::kFloat32, 1000, 37},
-                      Case{WireLayout::kSparseExplicit, ValueType::kFloat16, 1000, 37},
-                      Case{WireLayout::kSparseExplicit, ValueType::kBFloat16, 1000, 37},
-                      Case{WireLayout::kSparseExplicit, ValueType::kFloat32, 1000, 0},
-                      Case{WireLayout::kSparseExplicit, ValueType::kFloat32, 1, 1},
-                      Case{WireLayout::kSparseImplicit, ValueType::kFloat32, 5000, 50},
-                      Case{WireLayout::kSparseImplicit, ValueType::kFloat16, 5000, 50},
-                      Case{WireLayout::kSparseImplicit, ValueType::kBFloat16, 5000, 50},
-                      Case{WireLayout::kSparseImplicit, ValueType::kFloat32, 5000, 0},
-                      Case{WireLayout::kSparseImplicit, ValueType::kFloat16, 200000, 20000},
-                      Case{WireLayout::kDense, ValueType::kFloat16, 300, 300},
-                      Case{WireLayout::kDense, ValueType::kBFloat16, 300, 300},
-                      Case{WireLayout::kDense, ValueType::kFloat32, 300, 300},
-                      Case{WireLayout::kDense, ValueType::kFloat16, 0, 0},
-                      Case{WireLayout::kSparseExplicit, ValueType::kFloat32, 1 << 20, 10000}),
-    CaseName);
-
 // Rewrites the checksum so that a deliberately malformed payload reaches the content checks.
 void Reseal(std::vector<uint8_t>* buf) {
   std::memset(buf->data() + 32, 0, 8);
@@ -174,15 +92,278 @@ void Poke(std::vector<uint8_t>* buf, size_t offset, T v) {
   std::memcpy(buf->data() + offset, &v, sizeof(T));
 }
 
-TEST(WireFormatTest, MessagesSayWhichFieldIsWrong) {
-  Compressed c = Make(WireLayout::kSparseExplicit, ValueType::kFloat32, 100, 4);  // 0,25,50,75
-  std::vector<uint8_t> good;
-  ASSERT_THAT(Encode(c, &good), IsOk());
+template <typename T>
+void Append(std::vector<uint8_t>* buf, T v) {
+  const size_t at = buf->size();
+  buf->resize(at + sizeof(T));
+  std::memcpy(buf->data() + at, &v, sizeof(T));
+}
+
+// The header and values of a sparse message, written from the format table (not by Encode).
+std::vector<uint8_t> HeaderAndValues(WireLayout layout, const Compressed& c) {
+  std::vector<uint8_t> b;
+  Append<uint32_t>(&b, kWireMagic);
+  Append<uint16_t>(&b, kWireVersion);
+  Append<uint8_t>(&b, static_cast<uint8_t>(layout));
+  Append<uint8_t>(&b, static_cast<uint8_t>(c.value_type));
+  Append<int64_t>(&b, c.dense_size);
+  Append<int64_t>(&b, c.count());
+  Append<uint64_t>(&b, 0);  // seed
+  Append<uint64_t>(&b, 0);  // checksum, set by Reseal
+  for (float v : c.values) {
+    switch (c.value_type) {
+      case ValueType::kFloat32:
+        Append<float>(&b, v);
+        break;
+      case ValueType::kFloat16:
+        Append<uint16_t>(&b, cpu::FloatToHalf(v));
+        break;
+      case ValueType::kBFloat16:
+        Append<uint16_t>(&b, cpu::FloatToBFloat16(v));
+        break;
+    }
+  }
+  return b;
+}
+
+// Layout 0 exactly as the format table (and the encoder before layout 3) writes it.
+std::vector<uint8_t> ExplicitByHand(const Compressed& c) {
+  std::vector<uint8_t> b = HeaderAndValues(WireLayout::kSparseExplicit, c);
+  for (int32_t i : c.indices) Append<int32_t>(&b, i);
+  Reseal(&b);
+  return b;
+}
+
+// The layout-3 varint stream of ascending indices, byte by byte (a plain LEB128 loop).
+std::vector<uint8_t> ReferenceVarints(const std::vector<int32_t>& indices) {
+  std::vector<uint8_t> out;
+  int64_t next = 0;
+  for (int32_t idx : indices) {
+    uint64_t gap = static_cast<uint64_t>(idx - next);
+    while (gap >= 0x80) {
+      out.push_back(static_cast<uint8_t>(gap | 0x80));
+      gap >>= 7;
+    }
+    out.push_back(static_cast<uint8_t>(gap));
+    next = int64_t{idx} + 1;
+  }
+  return out;
+}
+
+// A layout-3 message with the given header fields, values and raw varint stream; stream_bytes
+// defaults to the stream's length.
+std::vector<uint8_t> DeltaByHand(const Compressed& c, const std::vector<uint8_t>& stream,
+                                 int64_t stream_bytes = -1) {
+  std::vector<uint8_t> b = HeaderAndValues(WireLayout::kSparseDelta, c);
+  Append<uint64_t>(&b, stream_bytes >= 0 ? static_cast<uint64_t>(stream_bytes) : stream.size());
+  b.insert(b.end(), stream.begin(), stream.end());
+  Reseal(&b);
+  return b;
+}
+
+std::vector<float> Pattern(int64_t n) {
+  std::vector<float> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) out[i] = 0.25f * static_cast<float>(i % 1000) - 7.0f;
+  return out;
+}
+
+using Buffers = std::vector<const std::vector<uint8_t>*>;
+
+void ExpectSameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(std::bit_cast<uint32_t>(a[i]), std::bit_cast<uint32_t>(b[i])) << "element " << i;
+  }
+}
+
+// Runs Decode and DecodeAdd (into a patterned buffer of out_size elements) on `b`. Expects the
+// same verdict from both (same code, same message after the "Decode"/"DecodeAdd" prefix) and, on
+// error, `out` unchanged; returns Decode's status.
+absl::Status DecodeBoth(absl::Span<const uint8_t> b, int64_t out_size) {
   Compressed d;
-  auto decode = [&d](std::vector<uint8_t> b) { return Decode(b, &d); };
+  absl::Status s = Decode(b, &d);
+  const std::vector<float> before = Pattern(out_size);
+  std::vector<float> out = before;
+  absl::Status s_add = DecodeAdd(b, 0.5f, absl::MakeSpan(out));
+  EXPECT_EQ(s.code(), s_add.code()) << s << " vs " << s_add;
+  if (!s.ok()) {
+    constexpr std::string_view kDecode = "Decode", kDecodeAdd = "DecodeAdd";
+    const std::string m(s.message()), m_add(s_add.message());
+    EXPECT_EQ(m.substr(0, kDecode.size()), kDecode);
+    EXPECT_EQ(m_add.substr(0, kDecodeAdd.size()), kDecodeAdd);
+    if (m.size() >= kDecode.size() && m_add.size() >= kDecodeAdd.size()) {
+      EXPECT_EQ(m.substr(kDecode.size()), m_add.substr(kDecodeAdd.size()));
+    }
+    ExpectSameBits(out, before);
+  }
+  return s;
+}
+
+// Decode + cpu::DecompressAdd vs DecodeAdd on `b`, bit for bit, into the same starting buffer.
+void ExpectDecodeAddMatches(absl::Span<const uint8_t> b, int64_t n, float scale) {
+  Compressed d;
+  ASSERT_THAT(Decode(b, &d), IsOk());
+  std::vector<float> expected = Pattern(n);
+  ASSERT_THAT(cpu::DecompressAdd(d, scale, absl::MakeSpan(expected)), IsOk());
+  std::vector<float> got = Pattern(n);
+  ASSERT_THAT(DecodeAdd(b, scale, absl::MakeSpan(got)), IsOk());
+  ExpectSameBits(got, expected);
+}
+
+// Sorted distinct random indices in [0, n), each kept with probability `density`.
+std::vector<int32_t> RandomIndices(int64_t n, double density, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::bernoulli_distribution keep(density);
+  std::vector<int32_t> out;
+  for (int64_t i = 0; i < n; ++i) {
+    if (keep(rng)) out.push_back(static_cast<int32_t>(i));
+  }
+  return out;
+}
+
+Compressed SparseWith(std::vector<int32_t> indices, int64_t n, ValueType type) {
+  Compressed c;
+  c.dense_size = n;
+  c.value_type = type;
+  c.indices = std::move(indices);
+  for (size_t i = 0; i < c.indices.size(); ++i) {
+    c.values.push_back(std::cos(0.11f * static_cast<float>(i)) * 50.0f - 0.5f);
+  }
+  cpu::RoundToValueType(type, absl::MakeSpan(c.values));
+  return c;
+}
+
+struct Case {
+  WireLayout layout;  // the Compressed kind that Make builds
+  ValueType type;
+  int64_t n;
+  int64_t count;
+  WireLayout wire;  // the layout Encode must pick for it
+};
+
+std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
+  const char* layouts[] = {"Explicit", "Implicit", "Dense", "Delta"};
+  return absl::StrFormat("%s_%s_n%d_k%d", layouts[static_cast<int>(info.param.wire)],
+                         cpu::ValueTypeName(info.param.type), info.param.n, info.param.count);
+}
+
+class WireRoundTripTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(WireRoundTripTest, RoundTripsExactly) {
+  const Case& p = GetParam();
+  Compressed c = Make(p.layout, p.type, p.n, p.count);
+  std::vector<uint8_t> buf;
+  ASSERT_THAT(Encode(c, &buf), IsOk());
+  const size_t width = p.type == ValueType::kFloat32 ? 4 : 2;
+  const size_t values_end = kWireHeaderSize + c.values.size() * width;
+  EXPECT_EQ(buf.size(), EncodedSize(c));
+  EXPECT_EQ(buf[6], static_cast<uint8_t>(p.wire));
+  EXPECT_EQ(buf[7], static_cast<uint8_t>(p.type));
+  if (p.layout == WireLayout::kSparseExplicit) {
+    // Layout 3 exactly when its varints + 8 bytes are fewer than 4 bytes an index.
+    const std::vector<uint8_t> varints = ReferenceVarints(c.indices);
+    EXPECT_EQ(p.wire == WireLayout::kSparseDelta, 8 + varints.size() < 4 * c.indices.size());
+    if (p.wire == WireLayout::kSparseDelta) {
+      ASSERT_EQ(buf.size(), values_end + 8 + varints.size());
+      uint64_t stream_bytes;
+      std::memcpy(&stream_bytes, buf.data() + values_end, 8);
+      EXPECT_EQ(stream_bytes, varints.size());
+      EXPECT_TRUE(std::equal(varints.begin(), varints.end(), buf.begin() + values_end + 8));
+    } else {
+      EXPECT_EQ(buf, ExplicitByHand(c));  // the pre-layout-3 bytes, unchanged
+    }
+  } else {
+    EXPECT_EQ(buf.size(), values_end);
+  }
+  Compressed d;
+  d.indices = {1, 2, 3};  // stale content must be replaced
+  d.values = {9};
+  ASSERT_THAT(Decode(buf, &d), IsOk());
+  ExpectSame(c, d);
+  ExpectDecodeAddMatches(buf, p.n, 0.37f);
+}
+
+TEST_P(WireRoundTripTest, EveryTruncationAndExtensionIsRejected) {
+  const Case& p = GetParam();
+  std::vector<uint8_t> buf;
+  ASSERT_THAT(Encode(Make(p.layout, p.type, p.n, p.count), &buf), IsOk());
+  Compressed d;
+  const bool both = p.n <= 5000;  // DecodeAdd as well where the output is small
+  for (size_t len = 0; len < buf.size(); ++len) {
+    const auto cut = absl::MakeConstSpan(buf.data(), len);
+    absl::Status s = both ? DecodeBoth(cut, p.n) : Decode(cut, &d);
+    ASSERT_THAT(s, StatusIs(absl::StatusCode::kDataLoss)) << "truncated to " << len;
+  }
+  std::vector<uint8_t> longer = buf;
+  longer.push_back(0);
+  EXPECT_THAT(DecodeBoth(longer, p.n), StatusIs(absl::StatusCode::kDataLoss, HasSubstr("size")));
+}
+
+TEST_P(WireRoundTripTest, EverySingleByteFlipIsRejected) {
+  const Case& p = GetParam();
+  std::vector<uint8_t> buf;
+  ASSERT_THAT(Encode(Make(p.layout, p.type, p.n, p.count), &buf), IsOk());
+  Compressed d;
+  // Every header byte; every payload byte for small buffers, else a stride sample plus the end.
+  const size_t stride = buf.size() <= 4096 ? 1 : buf.size() / 997;
+  std::vector<size_t> positions;
+  for (size_t i = 0; i < kWireHeaderSize; ++i) positions.push_back(i);
+  for (size_t i = kWireHeaderSize; i < buf.size(); i += stride) positions.push_back(i);
+  if (buf.size() > kWireHeaderSize) positions.push_back(buf.size() - 1);
+  const bool both = p.n <= 5000;
+  for (size_t pos : positions) {
+    for (uint8_t mask : {0x01, 0x80, 0xff}) {
+      std::vector<uint8_t> bad = buf;
+      bad[pos] ^= mask;
+      ASSERT_THAT(both ? DecodeBoth(bad, p.n) : Decode(bad, &d), Not(IsOk()))
+          << "byte " << pos << " ^ " << static_cast<int>(mask) << " accepted";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllLayoutsAndTypes, WireRoundTripTest,
+    ::testing::Values(
+        Case{WireLayout::kSparseExplicit, ValueType::kFloat32, 1000, 37, WireLayout::kSparseDelta},
+        Case{WireLayout::kSparseExplicit, ValueType::kFloat16, 1000, 37, WireLayout::kSparseDelta},
+        Case{WireLayout::kSparseExplicit, ValueType::kBFloat16, 1000, 37, WireLayout::kSparseDelta},
+        Case{WireLayout::kSparseExplicit, ValueType::kFloat32, 1000, 0,
+             WireLayout::kSparseExplicit},
+        Case{WireLayout::kSparseExplicit, ValueType::kFloat32, 1, 1, WireLayout::kSparseExplicit},
+        // Gaps of 2^17 - 1 (3-byte varints): 6 indices tie with layout 0 (8+1+15 = 24) and keep
+        // it, 7 make layout 3 smaller (8+1+18 = 27 < 28).
+        Case{WireLayout::kSparseExplicit, ValueType::kFloat32, 1 << 20, 6,
+             WireLayout::kSparseExplicit},
+        Case{WireLayout::kSparseExplicit, ValueType::kFloat16, 1 << 20, 6,
+             WireLayout::kSparseExplicit},
+        Case{WireLayout::kSparseExplicit, ValueType::kFloat32, 1 << 20, 7,
+             WireLayout::kSparseDelta},
+        Case{WireLayout::kSparseImplicit, ValueType::kFloat32, 5000, 50,
+             WireLayout::kSparseImplicit},
+        Case{WireLayout::kSparseImplicit, ValueType::kFloat16, 5000, 50,
+             WireLayout::kSparseImplicit},
+        Case{WireLayout::kSparseImplicit, ValueType::kBFloat16, 5000, 50,
+             WireLayout::kSparseImplicit},
+        Case{WireLayout::kSparseImplicit, ValueType::kFloat32, 5000, 0,
+             WireLayout::kSparseImplicit},
+        Case{WireLayout::kSparseImplicit, ValueType::kFloat16, 200000, 20000,
+             WireLayout::kSparseImplicit},
+        Case{WireLayout::kDense, ValueType::kFloat16, 300, 300, WireLayout::kDense},
+        Case{WireLayout::kDense, ValueType::kBFloat16, 300, 300, WireLayout::kDense},
+        Case{WireLayout::kDense, ValueType::kFloat32, 300, 300, WireLayout::kDense},
+        Case{WireLayout::kDense, ValueType::kFloat16, 0, 0, WireLayout::kDense},
+        Case{WireLayout::kSparseExplicit, ValueType::kFloat32, 1 << 20, 10000,
+             WireLayout::kSparseDelta}),
+    CaseName);
+
+TEST(WireFormatTest, MessagesSayWhichFieldIsWrong) {
+  // Layout 0, as senders before layout 3 wrote it (Encode now picks layout 3 for this set).
+  Compressed c = Make(WireLayout::kSparseExplicit, ValueType::kFloat32, 100, 4);  // 0,25,50,75
+  const std::vector<uint8_t> good = ExplicitByHand(c);
+  auto decode = [](std::vector<uint8_t> b) { return DecodeBoth(b, 100); };
   std::vector<uint8_t> b;
 
-  EXPECT_THAT(Decode(absl::MakeConstSpan(good.data(), 10), &d),
+  EXPECT_THAT(decode(std::vector<uint8_t>(good.begin(), good.begin() + 10)),
               StatusIs(absl::StatusCode::kDataLoss,
                        AllOf(HasSubstr("10 bytes"), HasSubstr("40-byte header"))));
   b = good;
@@ -194,8 +375,9 @@ TEST(WireFormatTest, MessagesSayWhichFieldIsWrong) {
   EXPECT_THAT(decode(b), StatusIs(absl::StatusCode::kInvalidArgument,
                                   AllOf(HasSubstr("version 2"), HasSubstr("expected 1"))));
   b = good;
-  b[6] = 3;
-  EXPECT_THAT(decode(b), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("layout 3")));
+  b[6] = 4;
+  EXPECT_THAT(decode(b), StatusIs(absl::StatusCode::kInvalidArgument,
+                                  AllOf(HasSubstr("layout 4"), HasSubstr("3 (sparse delta)"))));
   b = good;
   b[7] = 9;
   EXPECT_THAT(decode(b), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("value type 9")));
@@ -251,14 +433,14 @@ TEST(WireFormatTest, Fp16NanAndDenseCountAreRejected) {
   std::vector<uint8_t> nan = b;
   Poke<uint16_t>(&nan, kWireHeaderSize + 2 * 5, 0x7e00);
   Reseal(&nan);
-  Compressed d;
-  EXPECT_THAT(Decode(nan, &d), StatusIs(absl::StatusCode::kInvalidArgument,
-                                        AllOf(HasSubstr("non-finite"), HasSubstr("position 5"))));
+  EXPECT_THAT(DecodeBoth(nan, 8),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("non-finite"), HasSubstr("position 5"))));
   std::vector<uint8_t> short_dense = b;
   Poke<int64_t>(&short_dense, 16, 7);
   short_dense.resize(short_dense.size() - 2);
   Reseal(&short_dense);
-  EXPECT_THAT(Decode(short_dense, &d),
+  EXPECT_THAT(DecodeBoth(short_dense, 8),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("count == dense_size")));
 }
 
@@ -287,6 +469,307 @@ TEST(WireFormatTest, EncodeRejectsMalformedInput) {
   c.dense_size = 4;
   EXPECT_THAT(Encode(c, &buf),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("count 5 > dense_size 4")));
+}
+
+TEST(WireFormatTest, DeltaLayoutHasTheExactSizeAndBytes) {
+  // Varints: 5 (1 byte), gap 0 (1), gap 193 (2), gap 19799 (3), gap 2979999 (4) = 11 bytes.
+  Compressed c = SparseWith({5, 6, 200, 20000, 3000000}, 4000000, ValueType::kFloat32);
+  const size_t delta_size = kWireHeaderSize + 5 * 4 + 8 + 11;
+  ASSERT_EQ(delta_size, 79u);  // one byte under layout 0's 40 + 5 * (4 + 4)
+  EXPECT_EQ(EncodedSize(c), delta_size);
+  std::vector<uint8_t> buf;
+  ASSERT_THAT(Encode(c, &buf), IsOk());
+  ASSERT_EQ(buf.size(), delta_size);
+  EXPECT_EQ(buf[6], 3);
+  const std::vector<uint8_t> tail(buf.begin() + kWireHeaderSize + 20, buf.end());
+  EXPECT_EQ(tail, (std::vector<uint8_t>{11, 0, 0, 0, 0, 0, 0, 0,  // stream_bytes
+                                        0x05, 0x00, 0xc1, 0x01, 0xd7, 0x9a, 0x01, 0x9f, 0xf1, 0xb5,
+                                        0x01}));
+  EXPECT_EQ(buf, DeltaByHand(c, ReferenceVarints(c.indices)));
+  Compressed d;
+  ASSERT_THAT(Decode(buf, &d), IsOk());
+  ExpectSame(c, d);
+
+  // One byte more in the stream (gap 193 -> 16384) and layout 3 ties with layout 0: layout 0.
+  c = SparseWith({5, 6, 16391, 36191, 3000000}, 4000000, ValueType::kFloat32);
+  EXPECT_EQ(EncodedSize(c), kWireHeaderSize + 5 * 8);
+  ASSERT_THAT(Encode(c, &buf), IsOk());
+  EXPECT_EQ(buf, ExplicitByHand(c));
+}
+
+TEST(WireFormatTest, DeltaRoundTripsRandomIndexSets) {
+  constexpr int64_t kN = 100000;
+  uint32_t seed = 1;
+  for (double density : {1.0, 0.5, 0.1, 1.0 / 16, 0.01, 0.001}) {
+    for (ValueType type : {ValueType::kFloat32, ValueType::kFloat16, ValueType::kBFloat16}) {
+      SCOPED_TRACE(absl::StrFormat("density %g, %s", density, cpu::ValueTypeName(type)));
+      Compressed c = SparseWith(RandomIndices(kN, density, seed++), kN, type);
+      ASSERT_GT(c.count(), 50);
+      const std::vector<uint8_t> varints = ReferenceVarints(c.indices);
+      const size_t width = type == ValueType::kFloat32 ? 4 : 2;
+      std::vector<uint8_t> buf;
+      ASSERT_THAT(Encode(c, &buf), IsOk());
+      EXPECT_EQ(buf[6], 3);
+      EXPECT_EQ(buf.size(), kWireHeaderSize + c.values.size() * width + 8 + varints.size());
+      EXPECT_EQ(buf.size(), EncodedSize(c));
+      EXPECT_LT(buf.size(), kWireHeaderSize + c.values.size() * (width + 4));
+      EXPECT_EQ(buf, DeltaByHand(c, varints));
+      Compressed d;
+      ASSERT_THAT(Decode(buf, &d), IsOk());
+      ExpectSame(c, d);
+      ExpectDecodeAddMatches(buf, kN, -1.25f);
+    }
+  }
+}
+
+// Indices whose gaps straddle every varint length boundary, then the largest index.
+std::vector<int32_t> BoundaryGapIndices(int64_t n, std::vector<int64_t> gaps) {
+  std::vector<int32_t> out;
+  int64_t next = 0;
+  for (int64_t g : gaps) {
+    out.push_back(static_cast<int32_t>(next + g));
+    next += g + 1;
+  }
+  out.push_back(static_cast<int32_t>(n - 1));
+  return out;
+}
+
+TEST(WireFormatTest, DeltaRoundTripsVarintBoundaries) {
+  // 0, 127 | 128, 16383 | 16384, 2^21 - 1 | 2^21, 2^28 - 1 | 2^28, and a last gap of ~1.6e9 (5
+  // bytes) to index 2^31 - 2, with runs of gap 0 so that layout 3 is the smaller one.
+  std::vector<int64_t> gaps = {0,       127,           128,     16383, 16384, (1 << 21) - 1,
+                               1 << 21, (1 << 28) - 1, 1 << 28, 0,     0,     0};
+  for (int i = 0; i < 40; ++i) gaps.push_back(i % 2 == 0 ? 0 : 127);
+  const int64_t n = cpu::kMaxElements;
+  for (ValueType type : {ValueType::kFloat32, ValueType::kFloat16, ValueType::kBFloat16}) {
+    Compressed c = SparseWith(BoundaryGapIndices(n, gaps), n, type);
+    ASSERT_EQ(c.indices.back(), n - 1);
+    const std::vector<uint8_t> varints = ReferenceVarints(c.indices);
+    // One byte per varint up to gap 127, two up to 16383, ..., five from 2^28 (and the last).
+    ASSERT_EQ(varints.size(), (1 + 1 + 2 + 2 + 3 + 3 + 4 + 4 + 5 + 3) + 40 + 5);
+    std::vector<uint8_t> buf;
+    ASSERT_THAT(Encode(c, &buf), IsOk());
+    EXPECT_EQ(buf[6], 3);
+    EXPECT_EQ(buf, DeltaByHand(c, varints));
+    EXPECT_EQ(buf.size(), EncodedSize(c));
+    Compressed d;
+    ASSERT_THAT(Decode(buf, &d), IsOk());
+    ExpectSame(c, d);
+  }
+  // The largest first index (a 5-byte first varint), then gaps of 0 up to dense_size - 1.
+  std::vector<int32_t> top;
+  for (int64_t i = n - 10; i < n; ++i) top.push_back(static_cast<int32_t>(i));
+  Compressed c = SparseWith(top, n, ValueType::kFloat32);
+  std::vector<uint8_t> buf;
+  ASSERT_THAT(Encode(c, &buf), IsOk());
+  EXPECT_EQ(buf[6], 3);
+  EXPECT_EQ(buf.size(), kWireHeaderSize + 10 * 4 + 8 + 5 + 9);
+  Compressed d;
+  ASSERT_THAT(Decode(buf, &d), IsOk());
+  ExpectSame(c, d);
+
+  // DecodeAdd over an output it can allocate: gaps up to 2^21 (4-byte varints).
+  const int64_t small_n = (1 << 22) + 100000;
+  std::vector<int64_t> small_gaps = {0, 127, 128, 16383, 16384, (1 << 21) - 1, 1 << 21};
+  for (int i = 0; i < 30; ++i) small_gaps.push_back(i % 3);
+  for (ValueType type : {ValueType::kFloat32, ValueType::kFloat16, ValueType::kBFloat16}) {
+    c = SparseWith(BoundaryGapIndices(small_n, small_gaps), small_n, type);
+    ASSERT_THAT(Encode(c, &buf), IsOk());
+    EXPECT_EQ(buf[6], 3);
+    ExpectDecodeAddMatches(buf, small_n, 3.0f);
+  }
+}
+
+TEST(WireFormatTest, DeltaShrinksATheta10Tensor) {
+  constexpr int64_t kN = 2097152;
+  Compressed c = SparseWith(RandomIndices(kN, 0.1, 42), kN, ValueType::kFloat32);
+  const size_t k = c.indices.size();
+  std::vector<uint8_t> buf;
+  ASSERT_THAT(Encode(c, &buf), IsOk());
+  EXPECT_EQ(buf[6], 3);
+  // Mean gap 10: almost every varint is one byte, so 5 bytes an element instead of 8.
+  EXPECT_LE(buf.size(), kWireHeaderSize + k * 4 + 8 + k + k / 1000);
+  EXPECT_EQ(buf.size(), EncodedSize(c));
+  Compressed d;
+  ASSERT_THAT(Decode(buf, &d), IsOk());
+  ExpectSame(c, d);
+}
+
+TEST(WireFormatTest, PathologicalGapsFallBackToExplicitIndices) {
+  // 128 indices 2^24 apart: 4-byte varints, and 8 + 1 + 127 * 4 = 517 > 128 * 4 bytes.
+  const int64_t n = cpu::kMaxElements;
+  std::vector<int32_t> idx;
+  for (int32_t i = 0; i < 128; ++i) idx.push_back(i << 24);
+  Compressed c = SparseWith(idx, n, ValueType::kFloat16);
+  EXPECT_EQ(EncodedSize(c), kWireHeaderSize + 128 * (2 + 4));
+  std::vector<uint8_t> buf;
+  ASSERT_THAT(Encode(c, &buf), IsOk());
+  EXPECT_EQ(buf[6], 0);
+  EXPECT_EQ(buf, ExplicitByHand(c));
+  Compressed d;
+  ASSERT_THAT(Decode(buf, &d), IsOk());
+  ExpectSame(c, d);
+  // A layout-3 message of the same set is still valid (only larger).
+  const std::vector<uint8_t> delta = DeltaByHand(c, ReferenceVarints(c.indices));
+  EXPECT_GT(delta.size(), buf.size());
+  ASSERT_THAT(Decode(delta, &d), IsOk());
+  ExpectSame(c, d);
+}
+
+TEST(WireFormatTest, DeltaCorruptionsAreRejectedByDecodeAndDecodeAdd) {
+  constexpr int64_t kN = 1000;
+  using Bytes = std::vector<uint8_t>;
+  const Bytes prefix = {0x01, 0x02};  // indices 1 and 4, valid, before the bad varint
+  struct Bad {
+    const char* what;
+    Bytes stream;    // after `prefix`; the bad varint is index 2
+    int64_t count;   // varints the header announces
+    bool fast_path;  // also run with eight valid varints after the bad one
+    std::vector<std::string> substrings;
+  };
+  const std::vector<Bad> cases = {
+      {"6-byte varint",
+       {0x80, 0x80, 0x80, 0x80, 0x80, 0x00},
+       3,
+       true,
+       {"varint 2", "longer than 5 bytes"}},
+      {"gap 2^31",
+       {0x80, 0x80, 0x80, 0x80, 0x08},
+       3,
+       true,
+       {"varint 2", "gap 2147483648", "overflows int32"}},
+      {"gap 2^35 - 1",
+       {0xff, 0xff, 0xff, 0xff, 0x7f},
+       3,
+       true,
+       {"gap 34359738367", "overflows int32"}},
+      {"index dense_size",
+       {0xe3, 0x07},
+       3,
+       true,  // 5 + 995
+       {"index 1000 at position 2", "[0, dense_size = 1000)"}},
+      {"index far out",
+       {0xff, 0xff, 0xff, 0xff, 0x07},
+       3,
+       true,
+       {"index 2147483652 at position 2", "dense_size = 1000"}},
+      {"not minimal", {0x85, 0x00}, 3, true, {"varint 2", "not minimally encoded"}},
+      {"runs past", {0x85}, 3, false, {"varint 2", "runs past the end of the 3-byte"}},
+      {"too few varints", {0x00}, 4, false, {"varint 3", "runs past the end"}},
+      {"trailing byte",
+       {0x00, 0x00},
+       3,
+       false,
+       {"trailing bytes", "end at byte 3", "stream_bytes is 4"}},
+  };
+  for (const Bad& bad : cases) {
+    // Without filler the bad varint is read by the byte loop near the stream's end; with eight
+    // valid one-byte varints after it, by the 8-byte fast path.
+    for (bool filler : {false, true}) {
+      if (filler && !bad.fast_path) continue;
+      SCOPED_TRACE(absl::StrFormat("%s, filler %d", bad.what, filler));
+      Bytes stream = prefix;
+      stream.insert(stream.end(), bad.stream.begin(), bad.stream.end());
+      if (filler) stream.insert(stream.end(), 8, 0x00);
+      const int64_t count = bad.count + (filler ? 8 : 0);
+      Compressed c = SparseWith(std::vector<int32_t>(count, 0), kN, ValueType::kFloat32);
+      const Bytes buf = DeltaByHand(c, stream);
+      const absl::Status s = DecodeBoth(buf, kN);
+      EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+      for (const std::string& sub : bad.substrings) {
+        EXPECT_THAT(std::string(s.message()), HasSubstr(sub));
+      }
+    }
+  }
+
+  // Header-level corruptions of a valid layout-3 message.
+  Compressed c = SparseWith({1, 4, 9, 300, 999}, kN, ValueType::kFloat16);
+  const Bytes varints = ReferenceVarints(c.indices);
+  const Bytes good = DeltaByHand(c, varints);
+  ASSERT_THAT(DecodeBoth(good, kN), IsOk());
+  const size_t length_at = kWireHeaderSize + 5 * 2;
+  for (int64_t wrong : {int64_t{0}, static_cast<int64_t>(varints.size()) - 1,
+                        static_cast<int64_t>(varints.size()) + 1, int64_t{1} << 40,
+                        std::numeric_limits<int64_t>::max()}) {
+    Bytes b = good;
+    Poke<uint64_t>(&b, length_at, static_cast<uint64_t>(wrong));
+    Reseal(&b);
+    EXPECT_THAT(DecodeBoth(b, kN),
+                StatusIs(absl::StatusCode::kDataLoss,
+                         AllOf(HasSubstr(absl::StrFormat("stream_bytes says the index stream has "
+                                                         "%d bytes, buffer has %d",
+                                                         wrong, varints.size())))));
+  }
+  // Every truncation: DataLoss, including a cut inside the stream_bytes field.
+  for (size_t len = 0; len < good.size(); ++len) {
+    ASSERT_THAT(DecodeBoth(absl::MakeConstSpan(good.data(), len), kN),
+                StatusIs(absl::StatusCode::kDataLoss))
+        << "truncated to " << len;
+  }
+  EXPECT_THAT(DecodeBoth(absl::MakeConstSpan(good.data(), length_at + 7), kN),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("implies at least 58 bytes")));
+  Bytes b = good;
+  b.back() ^= 0x01;  // a stream byte, checksum not resealed
+  EXPECT_THAT(DecodeBoth(b, kN),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("checksum mismatch")));
+  b = good;
+  Poke<uint64_t>(&b, 24, 9);
+  Reseal(&b);
+  EXPECT_THAT(DecodeBoth(b, kN), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("seed")));
+  b = good;
+  Poke<uint16_t>(&b, kWireHeaderSize + 2 * 3, 0x7c00);  // +Inf at position 3
+  Reseal(&b);
+  EXPECT_THAT(DecodeBoth(b, kN), StatusIs(absl::StatusCode::kInvalidArgument,
+                                          AllOf(HasSubstr("non-finite"), HasSubstr("position 3"))));
+  b = good;
+  Poke<int64_t>(&b, 16, 6);  // count 6: values and stream_bytes move, sizes disagree
+  Reseal(&b);
+  EXPECT_THAT(DecodeBoth(b, kN), StatusIs(absl::StatusCode::kDataLoss, HasSubstr("size mismatch")));
+}
+
+TEST(WireFormatTest, DecodeAddMatchesDecodeThenDecompressAddForEveryLayout) {
+  constexpr int64_t kN = 20000;
+  for (ValueType type : {ValueType::kFloat32, ValueType::kFloat16, ValueType::kBFloat16}) {
+    SCOPED_TRACE(cpu::ValueTypeName(type));
+    Compressed sparse = SparseWith(RandomIndices(kN, 0.05, 7), kN, type);
+    std::vector<uint8_t> delta;
+    ASSERT_THAT(Encode(sparse, &delta), IsOk());
+    ASSERT_EQ(delta[6], 3);
+    std::vector<uint8_t> implicit, dense;
+    ASSERT_THAT(Encode(Make(WireLayout::kSparseImplicit, type, kN, 1500), &implicit), IsOk());
+    ASSERT_EQ(implicit[6], 1);
+    ASSERT_THAT(Encode(Make(WireLayout::kDense, type, kN, kN), &dense), IsOk());
+    ASSERT_EQ(dense[6], 2);
+    const std::vector<uint8_t> explicit_buf = ExplicitByHand(sparse);
+    for (float scale : {1.0f, 0.37f, -2.5f, 1e-30f, 0.0f}) {
+      for (const std::vector<uint8_t>* buf : Buffers{&explicit_buf, &implicit, &dense, &delta}) {
+        SCOPED_TRACE(absl::StrFormat("layout %d, scale %g", (*buf)[6], scale));
+        ExpectDecodeAddMatches(*buf, kN, scale);
+      }
+    }
+  }
+}
+
+TEST(WireFormatTest, DecodeAddRejectsAWrongOutputSize) {
+  constexpr int64_t kN = 500;
+  std::vector<uint8_t> delta, implicit, dense;
+  ASSERT_THAT(Encode(SparseWith({0, 3, 499}, kN, ValueType::kFloat32), &delta), IsOk());
+  ASSERT_THAT(Encode(Make(WireLayout::kSparseImplicit, ValueType::kFloat32, kN, 20), &implicit),
+              IsOk());
+  ASSERT_THAT(Encode(Make(WireLayout::kDense, ValueType::kBFloat16, kN, kN), &dense), IsOk());
+  const std::vector<uint8_t> explicit_buf =
+      ExplicitByHand(SparseWith({0, 3, 499}, kN, ValueType::kFloat32));
+  for (const std::vector<uint8_t>* buf : Buffers{&explicit_buf, &implicit, &dense, &delta}) {
+    for (int64_t size : {kN - 1, kN + 1, int64_t{0}}) {
+      const std::vector<float> before = Pattern(size);
+      std::vector<float> out = before;
+      EXPECT_THAT(DecodeAdd(*buf, 1.0f, absl::MakeSpan(out)),
+                  StatusIs(absl::StatusCode::kInvalidArgument,
+                           AllOf(HasSubstr(absl::StrFormat("output has %d elements", size)),
+                                 HasSubstr("expected dense_size 500"))));
+      ExpectSameBits(out, before);
+    }
+  }
 }
 
 }  // namespace
