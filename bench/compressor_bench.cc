@@ -39,12 +39,16 @@ constexpr SettingSpec kSettings[] = {
      SettingType::kInt},
     {"reps", "", "5", "timed repetitions per row (the median is reported)", SettingType::kInt},
     {"warmup", "", "1", "untimed repetitions before the timed ones", SettingType::kInt},
-    {"distribution", "", "normal", "data distribution: normal or laplace"},
+    {"distribution", "", "normal",
+     "data distribution: normal, laplace, or rows (normal in rows of 1024, row r scaled by "
+     "2^(15 - r mod 16), like a weight gradient; needs --torch none)"},
     {"seed", "", "1", "seed of the data (and of randomk's job seed)", SettingType::kInt},
     {"json", "", "", "write every row and the environment as JSON to this file"},
     {"torch", "", "/usr/bin/python3", "python running the torch.topk peer; 'none' to skip it"},
     {"torch_script", "", GRAVAC_BENCH_TORCH_SCRIPT, "path of bench/torch_topk.py"},
 };
+
+constexpr int64_t kRowLength = 1024;  // --distribution rows
 
 struct Options {
   int64_t n = 0;
@@ -55,6 +59,7 @@ struct Options {
   int warmup = 0;
   std::string distribution_name;
   Distribution distribution = Distribution::kNormal;
+  bool row_scaled = false;  // --distribution rows
   uint64_t seed = 0;
   std::string json;
   std::string torch;
@@ -106,11 +111,16 @@ absl::StatusOr<Options> ReadOptions(const Settings& settings) {
   o.reps = static_cast<int>(reps);
   o.warmup = static_cast<int>(warmup);
   ASSIGN_OR_RETURN(o.distribution_name, settings.GetString("distribution"));
-  ASSIGN_OR_RETURN(o.distribution, ParseDistribution(o.distribution_name));
+  o.row_scaled = o.distribution_name == "rows";
+  ASSIGN_OR_RETURN(o.distribution,
+                   o.row_scaled ? Distribution::kNormal : ParseDistribution(o.distribution_name));
   ASSIGN_OR_RETURN(int64_t seed, settings.GetInt("seed"));
   o.seed = static_cast<uint64_t>(seed);
   ASSIGN_OR_RETURN(o.json, settings.GetString("json"));
   ASSIGN_OR_RETURN(o.torch, settings.GetString("torch"));
+  if (o.row_scaled && o.torch != "none") {
+    return absl::InvalidArgumentError("--distribution rows has no torch peer: add --torch none");
+  }
   ASSIGN_OR_RETURN(o.torch_script, settings.GetString("torch_script"));
   return o;
 }
@@ -270,6 +280,9 @@ absl::Status Run(int argc, char** argv) {
   Logger log("compressor_bench");
   ThreadPool pool(o.threads);
   std::vector<float> input = GenerateData(o.n, o.distribution, o.seed, &pool);
+  if (o.row_scaled) {
+    for (int64_t i = 0; i < o.n; ++i) input[i] = std::ldexp(input[i], 15 - (i / kRowLength) % 16);
+  }
   std::vector<float> copy(o.n);
   ParallelCopy(copy.data(), input.data(), o.n * sizeof(float), &pool);  // touch its pages
 

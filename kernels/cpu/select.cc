@@ -32,20 +32,35 @@ struct KthResult {
   int64_t greater = 0;  // keys strictly greater than `key`
 };
 
-// The r-th largest key (1 <= r <= count) of the keys `for_each` visits (twice): a histogram of
-// the top 16 bits, then nth_element on the keys of the boundary bucket.
+// *histogram = counts of the top 16 bits of the keys `for_each` visits.
 template <typename ForEach>
-KthResult KthLargest(const ForEach& for_each, int64_t r, std::vector<uint32_t>* histogram,
-                     std::vector<uint32_t>* scratch) {
+void HighHistogram(const ForEach& for_each, std::vector<uint32_t>* histogram) {
   histogram->assign(size_t{1} << kHighBits, 0);
   uint32_t* h = histogram->data();
   for_each([h](uint32_t key) { ++h[key >> kLowBits]; });
-  int64_t above = 0;
+}
+
+// The bucket holding the r-th largest key (1 <= r <= count) of a HighHistogram, and the number
+// of keys in higher buckets.
+uint32_t HighBucket(const std::vector<uint32_t>& histogram, int64_t r, int64_t* above) {
+  const uint32_t* h = histogram.data();
+  *above = 0;
   uint32_t bucket = (1u << kHighBits) - 1;
   for (;; --bucket) {
-    if (above + h[bucket] >= r) break;
-    above += h[bucket];
+    if (*above + h[bucket] >= r) break;
+    *above += h[bucket];
   }
+  return bucket;
+}
+
+// The r-th largest key (1 <= r <= count) of the keys `for_each` visits, from their
+// HighHistogram: nth_element on the keys of the boundary bucket.
+template <typename ForEach>
+KthResult KthLargestFromHistogram(const ForEach& for_each, int64_t r,
+                                  const std::vector<uint32_t>& histogram,
+                                  std::vector<uint32_t>* scratch) {
+  int64_t above = 0;
+  const uint32_t bucket = HighBucket(histogram, r, &above);
   scratch->clear();
   for_each([scratch, bucket](uint32_t key) {
     if ((key >> kLowBits) == bucket) scratch->push_back(key);
@@ -56,6 +71,14 @@ KthResult KthLargest(const ForEach& for_each, int64_t r, std::vector<uint32_t>* 
   KthResult result{(*scratch)[rank - 1], above};
   for (uint32_t key : *scratch) result.greater += key > result.key;
   return result;
+}
+
+// The r-th largest key (1 <= r <= count) of the keys `for_each` visits (twice).
+template <typename ForEach>
+KthResult KthLargest(const ForEach& for_each, int64_t r, std::vector<uint32_t>* histogram,
+                     std::vector<uint32_t>* scratch) {
+  HighHistogram(for_each, histogram);
+  return KthLargestFromHistogram(for_each, r, *histogram, scratch);
 }
 
 // Appends to a lane through raw pointers: the vectors grow by resize (amortised doubling) while
@@ -345,6 +368,52 @@ int64_t Selector::TopKSampleStride(int64_t n) {
   return kSampleChunk * std::clamp<int64_t>(n / 65536, 1, 128);
 }
 
+int64_t Selector::TopKSampleStratum(int64_t n) {
+  return TopKSampleStride(n) / kSampleChunk * kTopKSampleRun;
+}
+
+int64_t Selector::TopKSampleRunStart(int64_t n, int64_t j) {
+  const int64_t begin = j * TopKSampleStratum(n);
+  const int64_t slots =
+      (std::min(n - begin, TopKSampleStratum(n)) + kTopKSampleRun - 1) / kTopKSampleRun;
+  // SplitMix64 of j: offsets that no row length or column pattern of a tensor aliases with.
+  uint64_t z = static_cast<uint64_t>(j) + 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return begin +
+         static_cast<int64_t>(((z >> 32) * static_cast<uint64_t>(slots)) >> 32) * kTopKSampleRun;
+}
+
+bool Selector::SampleTopK(absl::Span<const float> input, std::vector<uint32_t>* keys) {
+  const int64_t n = static_cast<int64_t>(input.size());
+  const int64_t stratum = TopKSampleStratum(n);
+  const int64_t strata = (n + stratum - 1) / stratum;
+  keys->resize(strata * kTopKSampleRun);
+  uint32_t any = 0;
+  int64_t pos = 0;
+  constexpr int64_t kAhead = 16;  // runs prefetched ahead: their lines are not in a stride
+  auto prefetch = [&](int64_t j) {
+    const float* p = input.data() + TopKSampleRunStart(n, j);
+    for (int64_t i = 0; i < kTopKSampleRun; i += 16) __builtin_prefetch(p + i);
+  };
+  for (int64_t j = 0; j < std::min(strata, kAhead); ++j) prefetch(j);
+  for (int64_t j = 0; j < strata; ++j) {
+    if (j + kAhead < strata) prefetch(j + kAhead);
+    const int64_t start = TopKSampleRunStart(n, j);
+    const int64_t len = std::min(kTopKSampleRun, n - start);
+    const float* src = input.data() + start;
+    uint32_t* dst = keys->data() + pos;
+    for (int64_t i = 0; i < len; ++i) {
+      dst[i] = MagnitudeKey(src[i]);
+      any |= dst[i] >= kNonFiniteKey;
+    }
+    pos += len;
+  }
+  keys->resize(pos);
+  return any == 0;
+}
+
 bool Selector::Sample(absl::Span<const float> input, int64_t stride, int64_t chunk,
                       std::vector<uint32_t>* keys) {
   const int64_t n = static_cast<int64_t>(input.size());
@@ -372,13 +441,39 @@ uint32_t Selector::KthLargestKey(absl::Span<const uint32_t> keys, int64_t r) {
   return KthLargest(for_each, r, &histogram_, &scratch_).key;
 }
 
-uint32_t Selector::EstimateCut(absl::Span<const uint32_t> sample, int64_t n, int64_t rank) {
+uint32_t Selector::EstimateCut(absl::Span<const uint32_t> sample, int64_t n, int64_t rank,
+                               int64_t run) {
   const int64_t s = static_cast<int64_t>(sample.size());
   if (s == 0 || rank <= 0) return 0;
   if (s == n) return KthLargestKey(sample, std::min(rank, s));
   const double e = static_cast<double>(rank) * static_cast<double>(s) / static_cast<double>(n);
-  const double r = std::ceil(e * 1.02 + 5.0 * std::sqrt(e) + 2.0);
-  return KthLargestKey(sample, std::min<int64_t>(s, static_cast<int64_t>(r)));
+  auto for_each = [sample](auto&& fn) {
+    for (uint32_t key : sample) fn(key);
+  };
+  HighHistogram(for_each, &histogram_);
+  double variance = e;  // independent keys: the sample count at or above a cut is ~Poisson
+  if (run > 0 && s >= 2 * run) {
+    // Each stratum holds one run, so the count's variance is the sum of the strata's; a pair of
+    // neighbouring strata estimates theirs by the squared difference of their runs' counts,
+    // here at the floor of the histogram bucket of the expected rank (close enough for a margin).
+    int64_t above = 0;
+    const uint32_t c = HighBucket(histogram_, std::clamp<int64_t>(std::llround(e), 1, s), &above)
+                       << kLowBits;
+    double paired = 0.0;
+    const int64_t pairs = s / (2 * run);
+    for (int64_t p = 0; p < pairs; ++p) {
+      const uint32_t* a = sample.data() + 2 * p * run;
+      int32_t d = 0;
+      for (int64_t i = 0; i < run; ++i) d += int32_t{a[i] >= c} - int32_t{a[run + i] >= c};
+      paired += static_cast<double>(d) * d;
+    }
+    variance =
+        std::max(variance, paired * static_cast<double>(s) / static_cast<double>(2 * pairs * run));
+  }
+  const double r = std::ceil(e * 1.02 + 5.0 * std::sqrt(variance) + 2.0);
+  return KthLargestFromHistogram(for_each, std::min<int64_t>(s, static_cast<int64_t>(r)),
+                                 histogram_, &scratch_)
+      .key;
 }
 
 void Selector::Gather(absl::Span<const float> input, uint32_t cut, int64_t budget, int64_t tie_cap,
@@ -548,10 +643,8 @@ absl::Status Selector::TopK(absl::Span<const float> input, int64_t k, std::strin
     });
     return absl::OkStatus();
   }
-  if (!Sample(input, TopKSampleStride(n), kSampleChunk, &sample_)) {
-    return CheckInput(input, tensor_name, pool_);
-  }
-  const uint32_t cut = EstimateCut(sample_, n, k);
+  if (!SampleTopK(input, &sample_)) return CheckInput(input, tensor_name, pool_);
+  const uint32_t cut = EstimateCut(sample_, n, k, kTopKSampleRun);
   Gather(input, cut, 2 * k + 4096, k, /*sum_abs=*/false, &set_);
   if (set_.first_bad >= 0) {
     return NonFiniteError(tensor_name, set_.first_bad, input[set_.first_bad]);

@@ -8,9 +8,12 @@
 // ascending, values signed and unrounded (the compressors round them to their value type).
 //
 // How the exact top-k is found without a sort (Selector::TopK):
-//  1. A deterministic sample (kSampleChunk consecutive elements at every multiple of a stride,
-//     about 1/128 of a large tensor, all of a tensor of at most 64Ki elements) estimates a cut
-//     key c just below the k-th largest magnitude (sample rank e·1.02 + 5√e + 2 for e expected).
+//  1. A deterministic stratified sample (one run of kTopKSampleRun consecutive elements, two
+//     cache lines, at a hashed aligned offset in each stratum of TopKSampleStratum(n): about
+//     1/128 of a large tensor, all of a tensor of less than 128Ki elements) estimates a cut key c
+//     just below the k-th largest magnitude (sample rank e·1.02 + 5σ + 2 for e expected, σ² the
+//     larger of e and the variance that neighbouring runs show: data correlated within a row of
+//     a weight gradient widens the margin, independent data keeps σ = √e).
 //  2. One parallel pass over the input gathers every element with key > c and up to k elements
 //     with key == c per lane (ThreadPool lanes hold contiguous, index-ordered chunks), counts
 //     the rest, and fuses the finiteness check: a non-finite key lies above any finite c.
@@ -165,15 +168,26 @@ class Selector {
                              std::string_view tensor_name, std::vector<int32_t>* indices,
                              std::vector<float>* values);
 
-  // Stride of the top-k sample for n elements (kSampleChunk elements at each multiple).
+  static constexpr int64_t kTopKSampleRun = 32;  // elements per run of the top-k sample
+
+  // Stride of a chunked sample of n elements (kSampleChunk elements at each multiple; redsync).
   static int64_t TopKSampleStride(int64_t n);
+  // The top-k sample (TopK): stratum j is [j*S, min(n, (j+1)*S)) for S = TopKSampleStratum(n),
+  // and its run is the up to kTopKSampleRun elements from TopKSampleRunStart(n, j).
+  static int64_t TopKSampleStratum(int64_t n);
+  static int64_t TopKSampleRunStart(int64_t n, int64_t j);
+  // Keys of the top-k sample, run after run in index order, into *keys. Returns false if a
+  // sampled element is non-finite.
+  bool SampleTopK(absl::Span<const float> input, std::vector<uint32_t>* keys);
   // Keys of the elements at [j*stride, j*stride + chunk) for every j, in order, into *keys.
   // Returns false if a sampled element is non-finite.
   bool Sample(absl::Span<const float> input, int64_t stride, int64_t chunk,
               std::vector<uint32_t>* keys);
   // A cut key c such that, with high probability, a little more than `rank` elements of the
   // n-element tensor have key >= c, from sample keys drawn from it (exact if the sample is all).
-  uint32_t EstimateCut(absl::Span<const uint32_t> sample, int64_t n, int64_t rank);
+  // run > 0: the sample is runs of `run` keys from consecutive strata (the last may be shorter),
+  // and the margin widens to the variance the differences of neighbouring runs show.
+  uint32_t EstimateCut(absl::Span<const uint32_t> sample, int64_t n, int64_t rank, int64_t run = 0);
   // The r-th largest (1-based, 1 <= r <= keys.size()) key; reorders nothing in `keys`.
   uint32_t KthLargestKey(absl::Span<const uint32_t> keys, int64_t r);
 

@@ -7,6 +7,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -172,7 +173,98 @@ TEST(TopKTest, Large2Pow24EqualsOracle) {
 
 // Sampled positions of an n-element tensor under the top-k sample layout.
 bool Sampled(int64_t i, int64_t n) {
-  return i % Selector::TopKSampleStride(n) < Selector::kSampleChunk;
+  const int64_t start = Selector::TopKSampleRunStart(n, i / Selector::TopKSampleStratum(n));
+  return i >= start && i < start + Selector::kTopKSampleRun;
+}
+
+TEST(TopKTest, SampleTakesOneRunPerStratum) {
+  for (int64_t n :
+       {int64_t{1}, int64_t{65537}, int64_t{131072}, int64_t{2097152 + 5}, int64_t{1} << 24}) {
+    SCOPED_TRACE(absl::StrCat("n=", n));
+    const int64_t stratum = Selector::TopKSampleStratum(n);
+    std::vector<float> x(n);
+    for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(i);  // key order = index order
+    Selector selector(nullptr);
+    std::vector<uint32_t> keys;
+    ASSERT_TRUE(selector.SampleTopK(x, &keys));
+    std::vector<uint32_t> expected;
+    std::vector<int64_t> offsets;
+    for (int64_t j = 0; j * stratum < n; ++j) {
+      const int64_t start = Selector::TopKSampleRunStart(n, j);
+      ASSERT_GE(start, j * stratum);
+      ASSERT_LT(start, std::min(n, (j + 1) * stratum));
+      ASSERT_EQ(start % Selector::kTopKSampleRun, 0);
+      offsets.push_back(start - j * stratum);
+      for (int64_t i = start; i < std::min(n, start + Selector::kTopKSampleRun); ++i) {
+        expected.push_back(MagnitudeKey(x[i]));
+      }
+    }
+    EXPECT_EQ(keys, expected);
+    if (n < 131072) {
+      EXPECT_EQ(static_cast<int64_t>(keys.size()), n);  // small tensors: sampled whole
+    } else {
+      EXPECT_NEAR(static_cast<double>(keys.size()) / n, 1.0 / std::min<int64_t>(n / 65536, 128),
+                  1e-3);
+      // The offsets vary, so no row length lines up with the runs.
+      std::sort(offsets.begin(), offsets.end());
+      EXPECT_GT(std::unique(offsets.begin(), offsets.end()) - offsets.begin(),
+                std::min<int64_t>(stratum / Selector::kTopKSampleRun / 2, 8));
+    }
+  }
+}
+
+// The top-k of a finite x by |x| (ties: lower index), without a sort: the k-th largest |x| by
+// nth_element, then an index-ordered walk.
+std::vector<int32_t> NthElementTopK(const std::vector<float>& x, int64_t k) {
+  std::vector<float> magnitudes(x.size());
+  for (size_t i = 0; i < x.size(); ++i) magnitudes[i] = std::fabs(x[i]);
+  std::nth_element(magnitudes.begin(), magnitudes.begin() + (k - 1), magnitudes.end(),
+                   std::greater<float>());
+  const float kth = magnitudes[k - 1];
+  int64_t ties = k;
+  for (float v : x) ties -= std::fabs(v) > kth;
+  std::vector<int32_t> top;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float m = std::fabs(x[i]);
+    if (m > kth || (m == kth && ties-- > 0)) top.push_back(static_cast<int32_t>(i));
+  }
+  return top;
+}
+
+// A weight gradient shares one scale per row. A sample of long runs, or of every other row (a
+// stride of two rows), misjudges the cut on such data and takes the fallback; the stratified
+// sample of short runs must not, for 2^(15 - r mod 16) and log-normal row scales, at rows
+// of 1024 and of 1000 (no power of two).
+TEST(TopKTest, RowScaledGradientTakesTheSampledPath) {
+  constexpr int64_t kRows = 2048;
+  ThreadPool pool(2);
+  for (int64_t width : {1024, 1000}) {
+    for (bool log_normal : {false, true}) {
+      const int seeds = width == 1024 ? 20 : 5;
+      for (int seed = 0; seed < seeds; ++seed) {
+        const int64_t n = kRows * width;
+        std::mt19937_64 rng(seed);
+        std::normal_distribution<float> normal;
+        std::vector<float> x(n);
+        for (int64_t r = 0; r < kRows; ++r) {
+          const float scale = log_normal ? std::exp(2.0f * normal(rng))
+                                         : std::ldexp(1.0f, static_cast<int>(15 - r % 16));
+          for (int64_t c = 0; c < width; ++c) x[r * width + c] = scale * normal(rng);
+        }
+        for (int64_t k : {n / 10, n / 40}) {
+          SCOPED_TRACE(
+              absl::StrCat("width=", width, " log_normal=", log_normal, " seed=", seed, " k=", k));
+          Selector selector(&pool);
+          std::vector<int32_t> indices;
+          std::vector<float> values;
+          ASSERT_THAT(selector.TopK(x, k, "rows", &indices, &values), IsOk());
+          EXPECT_FALSE(selector.stats().fallback);
+          EXPECT_EQ(selector.stats().full_passes, 1);
+          ExpectSelection(x, NthElementTopK(x, k), indices, values);
+        }
+      }
+    }
+  }
 }
 
 TEST(TopKTest, MisleadingSampleFallsBackToExact) {
