@@ -104,13 +104,14 @@ ControllerMetrics::ControllerMetrics(prometheus::Registry& r)
   }
 }
 
-void ControllerMetrics::OnCreated(int expected_nodes, std::string_view compressor,
+void ControllerMetrics::OnCreated(int expected_nodes, const daemon::JobConfig& job,
                                   const policy::PolicyConfig& policy,
                                   const daemon::JobDecision& initial) {
   absl::MutexLock lock(&mu_);
   prometheus::Gauge& info =
       info_.Add({{"version", std::string(GravacVersion())},
-                 {"compressor", std::string(compressor)},
+                 {"compressor", job.compressor},
+                 {"sparse_values", job.sparse_values},
                  {"policy", std::string(policy::ScalingKindName(policy.scaling))}});
   if (info_series_ != nullptr && info_series_ != &info) info_.Remove(info_series_);
   info_series_ = &info;

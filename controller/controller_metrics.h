@@ -52,7 +52,7 @@ class ControllerMetrics final : public CoordinatorObserver {
   ControllerMetrics(const ControllerMetrics&) = delete;
   ControllerMetrics& operator=(const ControllerMetrics&) = delete;
 
-  void OnCreated(int expected_nodes, std::string_view compressor,
+  void OnCreated(int expected_nodes, const daemon::JobConfig& job,
                  const policy::PolicyConfig& policy, const daemon::JobDecision& initial) override;
   void OnMembership(int joined_nodes, int world_size) override;
   void OnConnectedNodes(int nodes) override;

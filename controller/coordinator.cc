@@ -49,10 +49,17 @@ absl::StatusOr<std::map<int, absl::Duration>> ParseDecisionDelay(std::string_vie
   return delays;
 }
 
+absl::Status CheckSparseValues(std::string_view value) {
+  if (value == "fp32" || value == "fp16" || value == "bf16") return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("sparse_values: '", AsAbsl(value), "' is not one of fp32, fp16, bf16"));
+}
+
 absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(CoordinatorOptions options) {
   if (options.nodes < 1) {
     return absl::InvalidArgumentError(absl::StrCat("nodes: must be >= 1, got ", options.nodes));
   }
+  if (absl::Status s = CheckSparseValues(options.sparse_values); !s.ok()) return s;
   if (options.max_pending_steps < 1) {
     return absl::InvalidArgumentError("max_pending_steps: must be >= 1");
   }
@@ -72,7 +79,7 @@ Coordinator::Coordinator(CoordinatorOptions options, policy::GravacPolicy policy
     : options_(std::move(options)), policy_(std::move(policy)) {
   current_ = FromPolicy(policy_.current(), 0);
   if (CoordinatorObserver* o = options_.observer; o != nullptr) {
-    o->OnCreated(options_.nodes, options_.compressor, options_.policy, current_);
+    o->OnCreated(options_.nodes, MakeJobConfig(), options_.policy, current_);
     o->OnMembership(0, 0);
     o->OnConnectedNodes(0);
   }
@@ -103,6 +110,7 @@ void Coordinator::NotifyRejected(StatsRejection reason, int64_t count) const {
 JobConfig Coordinator::MakeJobConfig() const {
   JobConfig job;
   job.compressor = options_.compressor;
+  job.sparse_values = options_.sparse_values;
   job.theta_min = options_.policy.theta_min;
   job.theta_max = options_.policy.theta_max;
   job.job_seed = options_.job_seed;

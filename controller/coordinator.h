@@ -45,6 +45,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -68,7 +69,8 @@ using ::gravac::daemon::NodeStepStats;
 struct CoordinatorOptions {
   int nodes = 1;  // daemons expected
   policy::PolicyConfig policy;
-  std::string compressor = "topk";  // kernels::MakeCompressor name or "none"
+  std::string compressor = "topk";     // kernels::MakeCompressor name or "none"
+  std::string sparse_values = "fp32";  // wire precision of sparse values: fp32 | fp16 | bf16
   uint64_t job_seed = 0;
   absl::Duration join_timeout = absl::Seconds(120);
   std::map<int, absl::Duration> decision_delay;  // by node rank (test hook)
@@ -76,6 +78,10 @@ struct CoordinatorOptions {
   Logger* log = nullptr;                         // not owned; nullptr = silent
   CoordinatorObserver* observer = nullptr;       // not owned, outlives it; nullptr = none
 };
+
+// OK when `value` is a sparse value precision the daemons know ("fp32", "fp16", "bf16"), else
+// InvalidArgument naming the sparse_values setting and the accepted values.
+absl::Status CheckSparseValues(std::string_view value);
 
 // Parses the --decision_delay hook: "node:ms[,node:ms]" ("" = none). InvalidArgument naming the
 // bad entry.

@@ -64,8 +64,9 @@ class CoordinatorObserver {
  public:
   virtual ~CoordinatorObserver() = default;
 
-  // Once per Coordinator, from Coordinator::Create: its configuration and initial decision.
-  virtual void OnCreated(int expected_nodes, std::string_view compressor,
+  // Once per Coordinator, from Coordinator::Create: its configuration (the job's compression
+  // settings as the daemons get them at join) and initial decision.
+  virtual void OnCreated(int expected_nodes, const daemon::JobConfig& job,
                          const policy::PolicyConfig& policy,
                          const daemon::JobDecision& initial) = 0;
   // Daemons joined to the round being assembled, or to the assembled job; the job's world size

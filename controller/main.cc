@@ -44,6 +44,10 @@ constexpr SettingSpec kSettings[] = {
      SettingType::kInt},
     {"compressor", "GRAVAC_COMPRESSOR", "topk", "topk | dgc | redsync | randomk | none",
      SettingType::kString},
+    {"sparse_values", "GRAVAC_SPARSE_VALUES", "fp32",
+     "wire precision of sparse values: fp32 | fp16 | bf16 (2-byte values; compressor none ignores "
+     "it)",
+     SettingType::kString},
     {"theta_min", "GRAVAC_THETA_MIN", "10", "least compression factor", SettingType::kDouble},
     {"theta_max", "GRAVAC_THETA_MAX", "10000", "most compression factor", SettingType::kDouble},
     {"epsilon", "GRAVAC_EPSILON", "0.75", "least acceptable compression gain",
@@ -80,6 +84,8 @@ absl::StatusOr<ControllerServerOptions> OptionsFromSettings(const Settings& s, L
     return absl::InvalidArgumentError(absl::StrFormat(
         "compressor: '%s' is not one of topk, dgc, redsync, randomk, none", c.compressor));
   }
+  ASSIGN_OR_RETURN(c.sparse_values, s.GetString("sparse_values"));
+  RETURN_IF_ERROR(CheckSparseValues(c.sparse_values));
   policy::PolicyConfig& p = c.policy;
   ASSIGN_OR_RETURN(p.theta_min, s.GetDouble("theta_min"));
   ASSIGN_OR_RETURN(p.theta_max, s.GetDouble("theta_max"));
@@ -131,6 +137,13 @@ absl::Status Main(const Settings& s) {
   ASSIGN_OR_RETURN(LogLevel level, ParseLogLevel(level_text));
   Logger log("gravac-controller", level);
   ASSIGN_OR_RETURN(ControllerServerOptions options, OptionsFromSettings(s, &log));
+  const CoordinatorOptions& job = options.coordinator;
+  GRAVAC_LOG(log, kInfo,
+             "job: %d nodes, compressor %s, sparse values %s, theta in [%g, %g], policy %s, norm "
+             "%s, seed %d",
+             job.nodes, job.compressor, job.sparse_values, job.policy.theta_min,
+             job.policy.theta_max, policy::ScalingKindName(job.policy.scaling),
+             policy::NormModeName(job.policy.norm_mode), static_cast<int64_t>(job.job_seed));
 
   // Signals are taken synchronously by this thread; block them before any thread starts.
   sigset_t signals;

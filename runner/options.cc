@@ -14,8 +14,9 @@ namespace {
 
 // Policy settings forwarded to gravac-controller as --name=value when given.
 constexpr std::string_view kControllerFlags[] = {
-    "compressor", "theta_min", "theta_max",  "epsilon",   "omega",    "policy",        "scale",
-    "window",     "alpha",     "eval_steps", "norm_mode", "job_seed", "decision_delay"};
+    "compressor", "sparse_values", "theta_min", "theta_max",     "epsilon",
+    "omega",      "policy",        "scale",     "window",        "alpha",
+    "eval_steps", "norm_mode",     "job_seed",  "decision_delay"};
 // Daemon settings forwarded to every gravacd as --name=value when given.
 constexpr std::string_view kDaemonFlags[] = {
     "transport",     "ucx_tls",         "ucx_net_devices", "fusion_threshold_bytes",
@@ -49,6 +50,7 @@ constexpr SettingSpec kSettings[] = {
     {"verbose", "", "false", "print the command lines started", SettingType::kBool},
     // Forwarded to gravac-controller.
     {"compressor", "", "", "controller: topk|dgc|redsync|randomk|none"},
+    {"sparse_values", "", "", "controller: wire precision of sparse values fp32|fp16|bf16"},
     {"theta_min", "", "", "controller: θ_min, the least compression (default 10)"},
     {"theta_max", "", "", "controller: θ_max, the most compression the search may reach (10000)"},
     {"epsilon", "", "", "controller: ε, least acceptable compression gain (0.75)"},

@@ -64,9 +64,11 @@ std::string FormatStatusTable(const gravac::v1::JobStatus& s) {
   out += absl::StrFormat("job:        %s, %d of %d nodes, world size %d\n",
                          s.assembled() ? "assembled" : "assembling", s.joined_nodes(),
                          s.expected_nodes(), s.world_size());
-  out += absl::StrFormat("compressor: %s, theta in [%g, %g], norm %s, seed %d\n", job.compressor(),
-                         job.theta_min(), job.theta_max(), NormModeName(job.norm_mode()),
-                         job.job_seed());
+  // A controller from before sparse_values sent fp32 values and leaves the field empty.
+  out += absl::StrFormat(
+      "compressor: %s, sparse values %s, theta in [%g, %g], norm %s, seed %d\n", job.compressor(),
+      job.sparse_values().empty() ? "fp32" : job.sparse_values(), job.theta_min(), job.theta_max(),
+      NormModeName(job.norm_mode()), job.job_seed());
   const gravac::v1::Decision& d = s.decision();
   out += absl::StrFormat("decision:   epoch %d from step %d: theta %s, theta_c %g\n", d.epoch(),
                          d.first_step(), Theta(d.theta()), d.theta_candidate());

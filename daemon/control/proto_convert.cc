@@ -28,6 +28,7 @@ JobDecision FromProto(const gravac::v1::Decision& in) {
 
 void ToProto(const JobConfig& in, gravac::v1::JobConfig* out) {
   out->set_compressor(in.compressor);
+  out->set_sparse_values(in.sparse_values);
   out->set_theta_min(in.theta_min);
   out->set_theta_max(in.theta_max);
   out->set_job_seed(in.job_seed);
@@ -38,6 +39,8 @@ void ToProto(const JobConfig& in, gravac::v1::JobConfig* out) {
 JobConfig FromProto(const gravac::v1::JobConfig& in) {
   JobConfig out;
   out.compressor = in.compressor();
+  // An older controller does not send it: its daemons sent fp32 values.
+  out.sparse_values = in.sparse_values().empty() ? "fp32" : in.sparse_values();
   out.theta_min = in.theta_min();
   out.theta_max = in.theta_max();
   out.job_seed = in.job_seed();

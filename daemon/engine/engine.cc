@@ -429,9 +429,21 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(
     }
     next += options.layout[n].local_count;
   }
+  // The job's sparse value precision ("" = fp32); every node gets the same from the controller.
+  kernels::CompressorOptions compressor_options;
+  const std::string& values = options.job.sparse_values;
+  if (values == "fp16") {
+    compressor_options.value_type = kernels::ValueType::kFloat16;
+  } else if (values == "bf16") {
+    compressor_options.value_type = kernels::ValueType::kBFloat16;
+  } else if (values != "fp32" && !values.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("engine: job sparse_values '%s' is not one of fp32, fp16, bf16", values));
+  }
   std::unique_ptr<kernels::Compressor> compressor;
   if (options.job.compressor != "none" && !options.job.compressor.empty()) {
-    ASSIGN_OR_RETURN(compressor, kernels::MakeCompressor(options.job.compressor, {}));
+    ASSIGN_OR_RETURN(compressor,
+                     kernels::MakeCompressor(options.job.compressor, compressor_options));
   }
   internal::ExecutorOptions exec{.node_rank = options.node_rank,
                                  .layout = options.layout,

@@ -80,6 +80,9 @@ struct JobDecision {
 // Job-wide compression settings, from the controller at join (identical on every daemon).
 struct JobConfig {
   std::string compressor = "topk";  // kernels::MakeCompressor name, or "none"
+  // Wire precision of the sparse compressors' values: "fp32", "fp16" or "bf16" (the engine maps
+  // it to kernels::CompressorOptions::value_type; compressor "none" ignores it).
+  std::string sparse_values = "fp32";
   double theta_min = 10.0;
   double theta_max = 10000.0;
   uint64_t job_seed = 0;

@@ -12,7 +12,7 @@ fp32 gradients per step) so that exchanging gradients matters on a 1 Gbit/s link
 gravac (the GraVAC policy picks θ). θ is a job-level setting of gravac-controller, so static and
 gravac jobs are started with matching gravacrun flags; --print-gravacrun-args prints them:
 
-  MODE="--mode static --theta 100"
+  MODE="--mode static --theta 100"     # add --sparse-values fp16 for 2-byte values
   gravacrun -np 4 --nodes 2 --link 1gbit \
       $(/usr/bin/python3 examples/python/train_digits.py $MODE --print-gravacrun-args) \
       -- /usr/bin/python3 examples/python/train_digits.py $MODE
@@ -61,6 +61,8 @@ def parse_args(argv):
     g.add_argument("--scale", type=float, default=2.0)
     g.add_argument("--window", type=int, default=25)
     g.add_argument("--eval-steps", type=int, default=500)
+    g.add_argument("--sparse-values", choices=("fp32", "fp16", "bf16"), default="fp32",
+                   help="precision the kept values travel at (static and gravac modes)")
     p.add_argument("--print-gravacrun-args", action="store_true",
                    help="print the gravacrun flags for --mode and exit")
     return p.parse_args(argv)
@@ -70,11 +72,11 @@ def make_compression(args):
     if args.mode == "dense":
         return hvd.Compression.none
     if args.mode == "static":
-        return hvd.Compression.topk(args.theta)
+        return hvd.Compression.topk(args.theta, values=args.sparse_values)
     return hvd.Compression.gravac(theta_min=args.theta_min, theta_max=args.theta_max,
                                   epsilon=args.epsilon, omega=args.omega, policy=args.policy,
                                   scale=args.scale, window=args.window,
-                                  eval_steps=args.eval_steps)
+                                  eval_steps=args.eval_steps, values=args.sparse_values)
 
 
 def load_data(seed):
@@ -166,10 +168,13 @@ def main(argv):
         if status is not None and args.mode != "dense":
             job = status.get("job", {})
             if (float(job.get("theta_min", 0)) != compression.theta_min
-                    or float(job.get("theta_max", 0)) != compression.theta_max):
-                print("warning: the job runs theta in [%s, %s], this mode expects %s: start it "
-                      "with gravacrun %s" % (job.get("theta_min"), job.get("theta_max"),
-                                             compression, " ".join(compression.gravacrun_args())),
+                    or float(job.get("theta_max", 0)) != compression.theta_max
+                    or (job.get("sparse_values") or "fp32") != compression.values):
+                print("warning: the job runs theta in [%s, %s] with %s sparse values, this mode "
+                      "expects %s: start it with gravacrun %s"
+                      % (job.get("theta_min"), job.get("theta_max"),
+                         job.get("sparse_values") or "fp32", compression,
+                         " ".join(compression.gravacrun_args())),
                       flush=True)
 
     loss_fn = torch.nn.CrossEntropyLoss()

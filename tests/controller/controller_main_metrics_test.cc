@@ -76,6 +76,14 @@ std::map<std::string, std::string> Samples(const std::string& response) {
   return out;
 }
 
+// The gravac_controller_info series (labels included) whose value is 1; "" when there is none.
+std::string InfoSeries(const std::map<std::string, std::string>& samples) {
+  for (const auto& [series, value] : samples) {
+    if (series.starts_with("gravac_controller_info{") && value == "1") return series;
+  }
+  return "";
+}
+
 class ControllerProcess {
  public:
   // Starts gravac-controller with `args` (stderr to a log file), plus `env` NAME=VALUE entries.
@@ -163,6 +171,8 @@ TEST_F(ControllerMainMetricsTest, ServesMetricsThatFollowTheJob) {
   EXPECT_EQ(s["gravac_policy_theta_max"], "40");
   EXPECT_EQ(s["gravac_search_phase{phase=\"warmup\"}"], "1");
   EXPECT_EQ(s["gravac_job_steps_total"], "0");
+  EXPECT_THAT(InfoSeries(s), StartsWith("gravac_controller_info{compressor=\"topk\",policy="
+                                        "\"geometric\",sparse_values=\"fp32\",version=\""));
 
   daemon::ControllerClientOptions o;
   o.address = absl::StrFormat("127.0.0.1:%d", port);
@@ -170,6 +180,7 @@ TEST_F(ControllerMainMetricsTest, ServesMetricsThatFollowTheJob) {
   ASSERT_OK_AND_ASSIGN(auto client, daemon::ControllerClient::Create(o));
   ASSERT_OK_AND_ASSIGN(daemon::JoinResult joined, client->Join({"node-0", 0, 2, 2, "blob"}));
   EXPECT_EQ(joined.node_rank, 0);
+  EXPECT_EQ(joined.job.sparse_values, "fp32");  // the default
   client->Start();
   for (int64_t step = 0; step < 6; ++step) {
     const daemon::JobDecision d = client->Newest();
@@ -201,6 +212,51 @@ TEST_F(ControllerMainMetricsTest, ServesMetricsThatFollowTheJob) {
 
   client->Shutdown();
   EXPECT_EQ(controller.Wait(/*terminate=*/true), 0) << controller.log();
+}
+
+// GRAVAC_SPARSE_VALUES sets the job's sparse value precision: the start-up line and the info
+// series show it and the Join response carries it to the daemons.
+TEST_F(ControllerMainMetricsTest, SparseValuesFromTheEnvironmentReachTheJoinAndTheInfoSeries) {
+  const std::string port_file = dir_ + "/port";
+  const std::string metrics_port_file = dir_ + "/metrics_port";
+  ControllerProcess controller(
+      dir_,
+      {"--listen=127.0.0.1:0", "--port_file=" + port_file, "--metrics_address=127.0.0.1:0",
+       "--metrics_port_file=" + metrics_port_file, "--compressor=dgc"},
+      {{"GRAVAC_SPARSE_VALUES", "fp16"}});
+  const int port = WaitForPort(port_file);
+  ASSERT_GT(port, 0) << controller.log();
+  const int metrics_port = WaitForPort(metrics_port_file);
+  ASSERT_GT(metrics_port, 0) << controller.log();
+  EXPECT_THAT(controller.log(), HasSubstr("job: 1 nodes, compressor dgc, sparse values fp16"));
+  std::map<std::string, std::string> s = Samples(HttpGet(metrics_port, "/metrics"));
+  EXPECT_THAT(InfoSeries(s), StartsWith("gravac_controller_info{compressor=\"dgc\",policy="
+                                        "\"geometric\",sparse_values=\"fp16\",version=\""));
+
+  daemon::ControllerClientOptions o;
+  o.address = absl::StrFormat("127.0.0.1:%d", port);
+  o.join_timeout = absl::Seconds(10);
+  ASSERT_OK_AND_ASSIGN(auto client, daemon::ControllerClient::Create(o));
+  ASSERT_OK_AND_ASSIGN(daemon::JoinResult joined, client->Join({"node-0", 0, 1, 1, "blob"}));
+  EXPECT_EQ(joined.job.compressor, "dgc");
+  EXPECT_EQ(joined.job.sparse_values, "fp16");
+  client->Shutdown();
+  EXPECT_EQ(controller.Wait(/*terminate=*/true), 0) << controller.log();
+}
+
+TEST_F(ControllerMainMetricsTest, UnknownSparseValuesFailStartUpNamingTheSettingAndTheChoices) {
+  for (const std::string& bad : {std::string("fp8"), std::string("")}) {
+    SCOPED_TRACE(bad);
+    ControllerProcess controller(
+        dir_, {"--listen=127.0.0.1:0", "--metrics_address=off", "--sparse_values=" + bad});
+    EXPECT_EQ(controller.Wait(/*terminate=*/false), 1);
+    EXPECT_THAT(controller.log(),
+                HasSubstr("sparse_values: '" + bad + "' is not one of fp32, fp16, bf16"));
+  }
+  ControllerProcess from_env(dir_, {"--listen=127.0.0.1:0", "--metrics_address=off"},
+                             {{"GRAVAC_SPARSE_VALUES", "half"}});
+  EXPECT_EQ(from_env.Wait(/*terminate=*/false), 1);
+  EXPECT_THAT(from_env.log(), HasSubstr("sparse_values: 'half' is not one of fp32, fp16, bf16"));
 }
 
 TEST_F(ControllerMainMetricsTest, MalformedAddressFailsStartUpNamingTheSetting) {

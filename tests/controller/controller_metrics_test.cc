@@ -100,9 +100,11 @@ class ControllerMetricsTest : public ::testing::Test {
     metrics_ = std::make_unique<ControllerMetrics>(endpoint_->registry());
   }
 
-  std::unique_ptr<Coordinator> Make(int nodes, std::string compressor = "topk") {
+  std::unique_ptr<Coordinator> Make(int nodes, std::string compressor = "topk",
+                                    std::string sparse_values = "fp32") {
     CoordinatorOptions o = Options(nodes, metrics_.get());
     o.compressor = std::move(compressor);
+    o.sparse_values = std::move(sparse_values);
     auto c = Coordinator::Create(std::move(o));
     EXPECT_THAT(c, IsOk());
     return c.ok() ? std::move(c).value() : nullptr;
@@ -142,7 +144,8 @@ class ControllerMetricsTest : public ::testing::Test {
 TEST_F(ControllerMetricsTest, ConfigurationMembershipAndStreams) {
   auto c = Make(2);
   EXPECT_EQ(Value(absl::StrFormat(
-                "gravac_controller_info{compressor=\"topk\",policy=\"geometric\",version=\"%s\"}",
+                "gravac_controller_info{compressor=\"topk\",policy=\"geometric\",sparse_values="
+                "\"fp32\",version=\"%s\"}",
                 GravacVersion())),
             1);
   EXPECT_EQ(Value("gravac_expected_nodes"), 2);
@@ -296,7 +299,7 @@ TEST_F(ControllerMetricsTest, CountersKeepCountingAcrossARestartedController) {
   }
   // A new controller in the same process, on the same metrics: the daemons re-join with the
   // epochs the first one published; it continues above them.
-  auto c = Make(2, "dgc");
+  auto c = Make(2, "dgc", "bf16");
   EXPECT_EQ(Value("gravac_joined_nodes"), 0);
   EXPECT_EQ(Value("gravac_world_size"), 0);
   EXPECT_EQ(Value("gravac_decision_epoch"), 0);
@@ -326,7 +329,8 @@ TEST_F(ControllerMetricsTest, CountersKeepCountingAcrossARestartedController) {
   EXPECT_EQ(Value("gravac_job_sent_bytes_total"), 16 * 200);
   // The info series of the new configuration replaces the old one.
   EXPECT_EQ(Value(absl::StrFormat(
-                "gravac_controller_info{compressor=\"dgc\",policy=\"geometric\",version=\"%s\"}",
+                "gravac_controller_info{compressor=\"dgc\",policy=\"geometric\",sparse_values="
+                "\"bf16\",version=\"%s\"}",
                 GravacVersion())),
             1);
   int info_series = 0;

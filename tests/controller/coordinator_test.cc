@@ -123,6 +123,7 @@ TEST(CoordinatorJoin, AssemblesAndNumbersNodesByFirstRank) {
   EXPECT_EQ(r.job.theta_min, 10);
   EXPECT_EQ(r.job.theta_max, 40);
   EXPECT_EQ(r.job.compressor, "topk");
+  EXPECT_EQ(r.job.sparse_values, "fp32");  // the default
   EXPECT_EQ(r.decision.epoch, 0);
   EXPECT_EQ(r.decision.theta, 10);
   EXPECT_EQ(r.decision.phase, "warmup");
@@ -461,6 +462,35 @@ TEST(CoordinatorShutdown, EndsStreamsAndFailsJoins) {
   d->Shutdown();
   ASSERT_TRUE(s.end.has_value());
   EXPECT_THAT(*s.end, StatusIs(absl::StatusCode::kUnavailable));
+}
+
+// The job's sparse value precision goes to every joiner and into the status; only fp32, fp16 and
+// bf16 are accepted.
+TEST(CoordinatorOptions, SparseValuesReachEveryJoinerAndTheStatus) {
+  for (const std::string values : {"fp32", "fp16", "bf16"}) {
+    SCOPED_TRACE(values);
+    CoordinatorOptions o = Options(2);
+    o.sparse_values = values;
+    auto c = Make(o);
+    ASSERT_NE(c, nullptr);
+    JoinSlot a, b;
+    c->Join(Node("a", 0, 1, 2), a.callback());
+    c->Join(Node("b", 1, 1, 2), b.callback());
+    for (JoinSlot* s : {&a, &b}) {
+      ASSERT_TRUE(s->result.has_value());
+      ASSERT_THAT(*s->result, IsOk());
+      EXPECT_EQ((*s->result)->job.sparse_values, values);
+    }
+    EXPECT_EQ(c->Status().job.sparse_values, values);
+  }
+  for (const std::string bad : {"", "fp8", "FP16", "float16"}) {
+    CoordinatorOptions o = Options(2);
+    o.sparse_values = bad;
+    EXPECT_THAT(Coordinator::Create(o),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr("sparse_values: '" + bad + "' is not one of fp32, fp16, bf16")));
+  }
+  EXPECT_THAT(CheckSparseValues("bf16"), IsOk());
 }
 
 TEST(CoordinatorOptions, ParseDecisionDelay) {

@@ -61,6 +61,7 @@ TEST(Gravacctl, FormatsAKnownStatus) {
   s.set_joined_nodes(2);
   s.set_world_size(4);
   s.mutable_job()->set_compressor("topk");
+  s.mutable_job()->set_sparse_values("fp16");
   s.mutable_job()->set_theta_min(10);
   s.mutable_job()->set_theta_max(1000);
   auto* d = s.mutable_decision();
@@ -94,6 +95,7 @@ TEST(Gravacctl, FormatsAKnownStatus) {
   ct->set_period_complete(true);
   const std::string table = FormatStatusTable(s);
   EXPECT_THAT(table, HasSubstr("assembled, 2 of 2 nodes, world size 4"));
+  EXPECT_THAT(table, HasSubstr("compressor: topk, sparse values fp16, theta in [10, 1000]"));
   EXPECT_THAT(table, HasSubstr("epoch 3 from step 120: theta 40, theta_c 80"));
   EXPECT_THAT(table, HasSubstr("phase searching, searching"));
   EXPECT_THAT(table, HasSubstr("gain_min 0.9500, gain_c 0.8125"));
@@ -103,6 +105,10 @@ TEST(Gravacctl, FormatsAKnownStatus) {
   ASSERT_OK_AND_ASSIGN(std::string json, FormatStatusJson(s));
   EXPECT_THAT(json, HasSubstr("\"node_name\": \"host-1\""));
   EXPECT_THAT(json, HasSubstr("\"theta_candidate\": 80"));
+  EXPECT_THAT(json, HasSubstr("\"sparse_values\": \"fp16\""));
+  // A controller from before sparse_values leaves it empty: its daemons sent fp32 values.
+  s.mutable_job()->clear_sparse_values();
+  EXPECT_THAT(FormatStatusTable(s), HasSubstr("compressor: topk, sparse values fp32,"));
   EXPECT_EQ(HumanBytes(512), "512 B");
   EXPECT_EQ(HumanBytes(1536), "1.5 KiB");
 }
@@ -132,7 +138,7 @@ TEST(Gravacctl, StatusOfARunningController) {
     execl(CONTROLLER_PATH, CONTROLLER_PATH, "--listen", "127.0.0.1:0", "--port_file",
           port_file.c_str(), "--nodes", "1", "--window", "2", "--eval_steps", "4", "--theta_max",
           "40", "--epsilon", "0.5", "--alpha", "0", "--decision_delay", "0:20", "--metrics_address",
-          "off", static_cast<char*>(nullptr));
+          "off", "--sparse_values", "bf16", static_cast<char*>(nullptr));
     _exit(127);
   }
   int port = 0;
@@ -151,6 +157,7 @@ TEST(Gravacctl, StatusOfARunningController) {
   ASSERT_OK_AND_ASSIGN(daemon::JoinResult joined,
                        client->Join({"node-0", 0, 2, 2, "address-blob"}));
   EXPECT_EQ(joined.node_rank, 0);
+  EXPECT_EQ(joined.job.sparse_values, "bf16");
   client->Start();
   for (int64_t step = 0; step < 12; ++step) {
     const daemon::JobDecision d = client->Newest();
@@ -170,6 +177,7 @@ TEST(Gravacctl, StatusOfARunningController) {
   EXPECT_EQ(table.exit_code, 0) << table.output;
   EXPECT_THAT(table.output, HasSubstr("assembled, 1 of 1 nodes, world size 2"));
   EXPECT_THAT(table.output, HasSubstr("node-0"));
+  EXPECT_THAT(table.output, HasSubstr("compressor: topk, sparse values bf16, theta in [10, 40]"));
   EXPECT_THAT(table.output, HasSubstr("12 observed, last step 11"));
   EXPECT_THAT(table.output, HasSubstr("saved 105.5 KiB (90.0%)"));
   EXPECT_THAT(table.output, Not(HasSubstr("epoch 0 ")));
@@ -178,6 +186,7 @@ TEST(Gravacctl, StatusOfARunningController) {
   EXPECT_EQ(json.exit_code, 0);
   EXPECT_THAT(json.output, HasSubstr("\"assembled\": true"));
   EXPECT_THAT(json.output, HasSubstr("\"phase\": \""));
+  EXPECT_THAT(json.output, HasSubstr("\"sparse_values\": \"bf16\""));
 
   client->Shutdown();
   ASSERT_EQ(kill(pid, SIGTERM), 0);
@@ -194,6 +203,8 @@ TEST(Gravacctl, StatusOfARunningController) {
   }
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << ReadFile(log_file);
   const std::string log = ReadFile(log_file);
+  EXPECT_THAT(log,
+              HasSubstr("job: 1 nodes, compressor topk, sparse values bf16, theta in [10, 40]"));
   EXPECT_THAT(log, HasSubstr("job assembled: 1 nodes, world size 2"));
   EXPECT_THAT(log, HasSubstr("decision epoch 1 from step 2: theta 10 theta_c 10 phase searching"));
   EXPECT_THAT(log, HasSubstr("shutting down"));

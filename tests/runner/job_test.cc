@@ -44,6 +44,22 @@ TEST(GravacrunJobTest, TwoNodesFourWorkers) {
   EXPECT_THAT(r.err, HasSubstr("[controller]"));
 }
 
+// A job setting given to gravacrun reaches the controller (its start-up line shows it), and the
+// daemons run the compressed allreduce with 2-byte sparse values.
+TEST(GravacrunJobTest, SparseValuesReachTheController) {
+  ASSERT_OK_AND_ASSIGN(
+      netemu::CommandResult r,
+      Gravacrun({"-np", "2", "--nodes", "2", "--sparse-values", "fp16"}, {"--steps", "2"}));
+  ASSERT_EQ(r.status.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.err,
+              ::testing::ContainsRegex(
+                  "\\[controller\\] [^\n]*job: 2 nodes, compressor topk, sparse values fp16"));
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_THAT(r.out, HasSubstr(absl::StrCat("[rank ", rank, "] rank ", rank,
+                                              " of 2 ok (compressed: theta 10, sparse_allgather")));
+  }
+}
+
 TEST(GravacrunJobTest, PrintsWhereTheRealProcessesServeMetrics) {
   ASSERT_OK_AND_ASSIGN(netemu::CommandResult r,
                        Gravacrun({"-np", "2", "--nodes", "2"}, {"--steps", "2"}));

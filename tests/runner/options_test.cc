@@ -133,11 +133,12 @@ TEST(ParseRunnerArgsTest, HelpNeedsNothingElse) {
 TEST(ParseRunnerArgsTest, ForwardsControllerAndDaemonSettings) {
   ASSERT_OK_AND_ASSIGN(
       RunnerOptions o,
-      Parse({"-np", "2", "--compressor", "dgc", "--theta-min=20", "--controller-args",
-             "--window 5 --norm_mode 'layer sum'", "--fusion_threshold_bytes", "1024",
-             "--daemon_args", "--stall_warning_s=2", "--", "true"}));
-  EXPECT_THAT(o.controller_args, ElementsAre("--window", "5", "--norm_mode", "layer sum",
-                                             "--compressor=dgc", "--theta_min=20"));
+      Parse({"-np", "2", "--compressor", "dgc", "--theta-min=20", "--sparse-values", "fp16",
+             "--controller-args", "--window 5 --norm_mode 'layer sum'", "--fusion_threshold_bytes",
+             "1024", "--daemon_args", "--stall_warning_s=2", "--", "true"}));
+  EXPECT_THAT(o.controller_args,
+              ElementsAre("--window", "5", "--norm_mode", "layer sum", "--compressor=dgc",
+                          "--sparse_values=fp16", "--theta_min=20"));
   EXPECT_THAT(o.daemon_args, ElementsAre("--stall_warning_s=2", "--fusion_threshold_bytes=1024"));
 }
 

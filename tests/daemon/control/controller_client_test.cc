@@ -56,6 +56,7 @@ ControllerServerOptions ServerOptions(int nodes, std::string listen = "127.0.0.1
   o.coordinator.policy.epsilon = 0.5;
   o.coordinator.policy.omega = 0.001;
   o.coordinator.compressor = "dgc";
+  o.coordinator.sparse_values = "bf16";
   o.coordinator.job_seed = 42;
   o.coordinator.join_timeout = absl::Seconds(30);
   o.shutdown_grace = absl::Milliseconds(200);
@@ -136,6 +137,7 @@ TEST(ControllerClient, JoinStatsInDecisionsOut) {
   EXPECT_THAT(r1.transport_addresses,
               ElementsAre("ucx-address-of-node-0", "ucx-address-of-node-1"));
   EXPECT_EQ(r1.job.compressor, "dgc");
+  EXPECT_EQ(r1.job.sparse_values, "bf16");  // through the Join response
   EXPECT_EQ(r1.job.theta_max, 80);
   EXPECT_EQ(r1.job.job_seed, 42u);
   EXPECT_EQ(c1->Newest().theta, 10);

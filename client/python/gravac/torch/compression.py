@@ -22,7 +22,12 @@ window                 --window                GRAVAC_WINDOW
 alpha                  --alpha                 GRAVAC_ALPHA
 eval_steps             --eval_steps            GRAVAC_EVAL_STEPS
 compressor             --compressor            GRAVAC_COMPRESSOR
+values                 --sparse_values         GRAVAC_SPARSE_VALUES
 =====================  ======================  =====================
+
+``values`` is the precision the kept values travel at: "fp32" (4 bytes), or "fp16" / "bf16"
+(2 bytes; indices stay 4-byte int32, so a kept element costs 6 bytes instead of 8). The daemon
+rounds the values before sending them and error feedback keeps the rounding error.
 
 ``Compression.topk(θ)`` is a static θ: ``--theta_min θ --theta_max θ --epsilon 1e-9`` (the
 smallest ε keeps the per-step guard from falling back to dense). Each compressor's
@@ -83,6 +88,13 @@ class FP16Compressor(Compressor):
 
 _POLICIES = ("geometric", "exponential")
 _COMPRESSORS = ("topk", "dgc", "redsync", "randomk")
+_VALUES = ("fp32", "fp16", "bf16")
+
+
+def _check_values(values):
+    if values not in _VALUES:
+        raise ValueError("values = %r, must be one of %s" % (values, ", ".join(_VALUES)))
+    return values
 
 
 class GravacCompressor(Compressor):
@@ -92,7 +104,7 @@ class GravacCompressor(Compressor):
 
     def __init__(self, theta_min=10.0, theta_max=10000.0, epsilon=0.75, omega=0.05,
                  policy="geometric", scale=2.0, window=25, alpha=0.05, eval_steps=500,
-                 compressor="topk"):
+                 compressor="topk", values="fp32"):
         theta_min, theta_max = float(theta_min), float(theta_max)
         if not (math.isfinite(theta_min) and theta_min >= 1.0):
             raise ValueError("theta_min = %g, must be a finite CF >= 1" % theta_min)
@@ -129,6 +141,7 @@ class GravacCompressor(Compressor):
         self.alpha = float(alpha)
         self.eval_steps = int(eval_steps)
         self.compressor = compressor
+        self.values = _check_values(values)
 
     @staticmethod
     def compress(tensor):
@@ -140,7 +153,8 @@ class GravacCompressor(Compressor):
 
     def settings(self):
         """The job-level settings as (name, value) pairs, in gravacrun's flag names."""
-        return [("compressor", self.compressor), ("theta_min", "%g" % self.theta_min),
+        return [("compressor", self.compressor), ("sparse_values", self.values),
+                ("theta_min", "%g" % self.theta_min),
                 ("theta_max", "%g" % self.theta_max), ("epsilon", "%g" % self.epsilon),
                 ("omega", "%g" % self.omega), ("policy", self.policy),
                 ("scale", "%g" % self.scale), ("window", str(self.window)),
@@ -168,13 +182,15 @@ class GravacCompressor(Compressor):
 class TopKCompressor(GravacCompressor):
     """A static compression factor θ: top-k of each fp32 gradient, k = n/θ, error feedback."""
 
-    def __init__(self, theta, compressor="topk"):
+    def __init__(self, theta, compressor="topk", values="fp32"):
         theta = float(theta)
-        super().__init__(theta_min=theta, theta_max=theta, epsilon=1e-9, compressor=compressor)
+        super().__init__(theta_min=theta, theta_max=theta, epsilon=1e-9, compressor=compressor,
+                         values=values)
         self.theta = theta
 
     def __repr__(self):
-        return "TopKCompressor(theta=%g)" % self.theta
+        return "TopKCompressor(theta=%g, compressor=%s, values=%s)" % (
+            self.theta, self.compressor, self.values)
 
 
 class Compression:
@@ -184,14 +200,17 @@ class Compression:
     fp16 = FP16Compressor
 
     @staticmethod
-    def topk(theta, compressor="topk"):
-        """Static compression factor θ (the job must run with --theta_min θ --theta_max θ)."""
-        return TopKCompressor(theta, compressor=compressor)
+    def topk(theta, compressor="topk", values="fp32"):
+        """Static compression factor θ (the job must run with --theta_min θ --theta_max θ);
+        ``values``: "fp32", "fp16" or "bf16", the precision the kept values travel at."""
+        return TopKCompressor(theta, compressor=compressor, values=values)
 
     @staticmethod
     def gravac(theta_min=10.0, theta_max=10000.0, epsilon=0.75, omega=0.05, policy="geometric",
-               scale=2.0, window=25, alpha=0.05, eval_steps=500, compressor="topk"):
+               scale=2.0, window=25, alpha=0.05, eval_steps=500, compressor="topk",
+               values="fp32"):
         """Adaptive θ chosen by the GraVAC policy (settings: see the module doc)."""
         return GravacCompressor(theta_min=theta_min, theta_max=theta_max, epsilon=epsilon,
                                 omega=omega, policy=policy, scale=scale, window=window,
-                                alpha=alpha, eval_steps=eval_steps, compressor=compressor)
+                                alpha=alpha, eval_steps=eval_steps, compressor=compressor,
+                                values=values)
