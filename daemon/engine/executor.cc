@@ -319,38 +319,103 @@ absl::Status Executor::RunDense(const Group& group, std::vector<WorkItem>& items
   return absl::OkStatus();
 }
 
+absl::Status Executor::PrepareSent(const WorkItem& item, double theta, SparseMember* m) {
+  const TensorSpec& s = item.ready.spec;
+  Compensated* c = &m->c;
+  m->sent = nullptr;
+  m->pending = PendingLevel::kNone;
+  const int64_t n = Elements(s.shape);
+  const auto g = absl::MakeConstSpan(reinterpret_cast<const float*>(item.tensor->data.data()), n);
+  ASSIGN_OR_RETURN(c->p, ResidualFor(s.name, n).CompensateToScratch(g, &c->grad_norm));
+  const kernels::CompressContext ctx{s.name, s.step, options_.job.job_seed};
+  const double theta_min = options_.job.theta_min, theta_c = item.ready.decision.theta_candidate;
+  const bool multi_level = theta_c >= theta_min && theta_min >= 1.0;
+  // Only the level that is sent is computed before the send; the other one (and both norms) is
+  // computed while the message is on the wire. Sending θ_c first needs a compressor whose second
+  // level equals compressing p directly (topk, randomk).
+  if (multi_level && theta == theta_min) {
+    RETURN_IF_ERROR(compressor_->Compress(c->p, theta_min, ctx, &c->levels.at_min));
+    m->sent = &c->levels.at_min;
+    m->pending = PendingLevel::kCandidate;
+    return absl::OkStatus();
+  }
+  if (multi_level && theta == theta_c && compressor_->SecondLevelEqualsDirect()) {
+    RETURN_IF_ERROR(compressor_->Compress(c->p, theta_c, ctx, &c->levels.at_candidate));
+    m->sent = &c->levels.at_candidate;
+    m->pending = PendingLevel::kMin;
+    return absl::OkStatus();
+  }
+  if (multi_level) {
+    RETURN_IF_ERROR(
+        kernels::CompressMultiLevel(*compressor_, c->p, theta_min, theta_c, ctx, &c->levels));
+  } else {
+    RETURN_IF_ERROR(compressor_->Compress(c->p, theta_min, ctx, &c->levels.at_min));
+    RETURN_IF_ERROR(
+        compressor_->Compress(c->p, std::max(1.0, theta_c), ctx, &c->levels.at_candidate));
+    c->levels.norm_min = kernels::L2Norm(c->levels.at_min);
+    c->levels.norm_candidate = kernels::L2Norm(c->levels.at_candidate);
+  }
+  if (theta == theta_min) {
+    m->sent = &c->levels.at_min;
+  } else if (theta == theta_c) {
+    m->sent = &c->levels.at_candidate;
+  } else {
+    RETURN_IF_ERROR(compressor_->Compress(c->p, theta, ctx, &m->other));
+    m->sent = &m->other;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Executor::FinishSent(const WorkItem& item, SparseMember* m) {
+  const TensorSpec& s = item.ready.spec;
+  Compensated* c = &m->c;
+  const kernels::CompressContext ctx{s.name, s.step, options_.job.job_seed};
+  // The remaining level first (θ_min's reads p, which the commit turns into the residual).
+  absl::Status levels;
+  switch (m->pending) {
+    case PendingLevel::kNone:
+      break;
+    case PendingLevel::kCandidate:
+      levels = compressor_->CompressFrom(c->levels.at_min, item.ready.decision.theta_candidate,
+                                         ctx, &c->levels.at_candidate);
+      break;
+    case PendingLevel::kMin:
+      levels = compressor_->Compress(c->p, options_.job.theta_min, ctx, &c->levels.at_min);
+      break;
+  }
+  if (levels.ok() && m->pending != PendingLevel::kNone) {
+    c->levels.norm_min = kernels::L2Norm(c->levels.at_min);
+    c->levels.norm_candidate = kernels::L2Norm(c->levels.at_candidate);
+  }
+  // What was sent becomes the residual whatever happened above: it is on the wire.
+  RETURN_IF_ERROR(ResidualFor(s.name, c->p.size()).CommitScratch(*m->sent));
+  RETURN_IF_ERROR(levels);
+  AddNorms(item, *c);
+  return absl::OkStatus();
+}
+
 absl::Status Executor::RunSparse(const Group& group, std::vector<WorkItem>& items,
                                  std::vector<TensorResult>* results) {
+  const size_t count = group.members.size();
+  if (members_.size() < count) members_.resize(count);
   // Payload: per member, u8 ok, then the wire encoding (u64 size + bytes) or an error string.
-  std::vector<uint8_t> payload;
+  std::vector<uint8_t>& payload = payload_;
+  payload.clear();
   ByteWriter w(&payload);
   std::vector<uint8_t>& encoded = encoded_;
-  kernels::Compressed& other = other_;
-  for (size_t i : group.members) {
-    WorkItem& item = items[i];
-    const TensorSpec& s = item.ready.spec;
-    Compensated& c = compensated_;
-    absl::Status status = Compensate(item, &c);
-    const kernels::Compressed* sent = nullptr;
-    if (status.ok()) {
-      AddNorms(item, c);
-      if (group.theta == options_.job.theta_min) {
-        sent = &c.levels.at_min;
-      } else if (group.theta == item.ready.decision.theta_candidate) {
-        sent = &c.levels.at_candidate;
-      } else {
-        status = compressor_->Compress(c.p, group.theta, {s.name, s.step, options_.job.job_seed},
-                                       &other);
-        sent = &other;
-      }
-    }
-    if (status.ok()) status = ResidualFor(s.name, c.p.size()).CommitScratch(*sent);
-    if (status.ok()) status = kernels::Encode(*sent, &encoded);
+  std::vector<std::string> errors(count);
+  for (size_t m = 0; m < count; ++m) {
+    WorkItem& item = items[group.members[m]];
+    SparseMember& member = members_[m];
+    absl::Status status = PrepareSent(item, group.theta, &member);
+    if (status.ok()) status = kernels::Encode(*member.sent, &encoded);
+    member.status = status;
     if (status.ok()) {
       w.Put<uint8_t>(1);
       w.Put<uint64_t>(encoded.size());
       w.PutBytes(encoded.data(), encoded.size());
     } else {
+      member.sent = nullptr;  // nothing sent: the residual stays as it was
       w.Put<uint8_t>(0);
       w.PutString(std::string(status.message()));
       StatsFor(item);
@@ -360,36 +425,51 @@ absl::Status Executor::RunSparse(const Group& group, std::vector<WorkItem>& item
       st->stats.theta_used = group.theta;
     }
   }
-  std::vector<uint8_t> recv;
-  std::vector<size_t> sizes;
+
+  // The collective runs on exchange_ while this thread commits the residuals, computes the
+  // statistics' levels and norms, and sums its own contribution (BackgroundCall's ordering makes
+  // the payload visible to the exchange and recv / sizes visible here after Wait).
+  std::vector<uint8_t>& recv = recv_;
+  std::vector<size_t>& sizes = sizes_;
+  auto exchange = [this, &payload, &recv, &sizes] {
+    absl::Status s = TimedCollective(options_.metrics, CollectiveOp::kSparseAllgather, [&] {
+      return comm_->AllgathervAnySize(payload, &recv, &sizes);
+    });
+    MarkExchange(false);
+    return s;
+  };
+  const bool overlap = payload.size() >= kOverlapMinBytes;
   MarkExchange(true);
-  RETURN_IF_ERROR(TimedCollective(options_.metrics, CollectiveOp::kSparseAllgather, [&] {
-    return comm_->AllgathervAnySize(payload, &recv, &sizes);
-  }));
-  MarkExchange(false);
+  absl::Status exchanged;
+  if (overlap) {
+    exchange_.Start(exchange);
+  } else {
+    exchanged = exchange();
+  }
 
-  const int p = comm_->size();
-  const int64_t sent_bytes =
-      p <= 1 ? 0 : static_cast<int64_t>(recv.size() - sizes[(comm_->rank() + 1) % p]);
-  if (options_.metrics) options_.metrics->AddSentBytes(BytesKind::kSparse, sent_bytes);
-  if (StepStats* st = StatsFor(items[group.members.front()])) st->stats.bytes_sent += sent_bytes;
-
+  for (size_t m = 0; m < count; ++m) {
+    SparseMember& member = members_[m];
+    if (!member.status.ok()) continue;
+    if (absl::Status s = FinishSent(items[group.members[m]], &member); !s.ok()) {
+      errors[m] = absl::StrFormat("tensor '%s': %s", items[group.members[m]].ready.spec.name,
+                                  s.message());
+    }
+  }
   // Each member's sum goes into its own input buffer (in memory already, and its gradient is no
   // longer needed: the compensation above consumed it), which then becomes the result.
-  std::vector<absl::Span<float>> sums(group.members.size());
-  std::vector<std::string> errors(group.members.size());
-  for (size_t m = 0; m < group.members.size(); ++m) {
+  std::vector<absl::Span<float>> sums(count);
+  for (size_t m = 0; m < count; ++m) {
     std::vector<uint8_t>& data = items[group.members[m]].tensor->data;
     std::fill(data.begin(), data.end(), uint8_t{0});
     sums[m] = absl::MakeSpan(reinterpret_cast<float*>(data.data()), data.size() / sizeof(float));
   }
-  size_t offset = 0;
-  kernels::Compressed& part = other_;
-  for (int n = 0; n < p; ++n) {
-    ByteReader r(absl::MakeConstSpan(recv).subspan(offset, sizes[n]));
-    offset += sizes[n];
+  // Adds node n's block to the sums. Every node adds the blocks in node order, so the sums are
+  // bit-identical everywhere; a node of rank 0 or 1 may add its own block first, since the first
+  // two additions into a zero sum commute exactly.
+  auto add_block = [&](int n, absl::Span<const uint8_t> block) {
+    ByteReader r(block);
     const int nodes[] = {n};
-    for (size_t m = 0; m < group.members.size(); ++m) {
+    for (size_t m = 0; m < count; ++m) {
       const std::string& name = items[group.members[m]].ready.spec.name;
       const uint8_t ok = r.Get<uint8_t>();
       absl::Status status;
@@ -399,17 +479,36 @@ absl::Status Executor::RunSparse(const Group& group, std::vector<WorkItem>& item
         status = absl::InvalidArgumentError(r.GetString());
       } else {
         const uint64_t size = r.Get<uint64_t>();
-        status = kernels::Decode(r.GetBytes(size), &part);
-        if (status.ok()) status = kernels::cpu::DecompressAdd(part, 1.0f, sums[m]);
+        status = kernels::DecodeAdd(r.GetBytes(size), 1.0f, sums[m]);
       }
       if (!status.ok() && errors[m].empty()) {
         errors[m] = absl::StrFormat("tensor '%s': ranks %s: %s", name,
                                     FormatRanks(options_.layout, nodes), status.message());
       }
     }
+  };
+  const int me = comm_->rank();
+  const bool own_first = me <= 1;
+  if (own_first) add_block(me, payload);
+
+  if (overlap) exchanged = exchange_.Wait();
+  RETURN_IF_ERROR(exchanged);
+
+  const int p = comm_->size();
+  const int64_t sent_bytes =
+      p <= 1 ? 0 : static_cast<int64_t>(recv.size() - sizes[(me + 1) % p]);
+  if (options_.metrics) options_.metrics->AddSentBytes(BytesKind::kSparse, sent_bytes);
+  if (StepStats* st = StatsFor(items[group.members.front()])) st->stats.bytes_sent += sent_bytes;
+
+  size_t offset = 0;
+  for (int n = 0; n < p; ++n) {
+    const auto block = absl::MakeConstSpan(recv).subspan(offset, sizes[n]);
+    offset += sizes[n];
+    if (n == me && own_first) continue;
+    add_block(n, block);
   }
   const int world = world_size();
-  for (size_t m = 0; m < group.members.size(); ++m) {
+  for (size_t m = 0; m < count; ++m) {
     const size_t i = group.members[m];
     TensorResult& r = (*results)[i];
     r.collective = "sparse_allgather";

@@ -17,6 +17,16 @@
 // "prepare_ms= exchange_ms= finish_ms= start_s=": compensation, compression and packing; the
 // collective; decoding, scatter-add and averaging; and when the group started (Unix seconds).
 //
+// Overlap (sparse groups whose payload is at least kOverlapMinBytes): only what the message needs
+// runs before the send (compensation, the sent level, encoding); the allgather then runs on a
+// helper thread (BackgroundCall; the UCX worker is in serialized mode) while the engine thread
+// commits the residuals, selects the candidate level and computes the norms for the statistics,
+// zeroes the result buffers and, on node ranks 0 and 1, adds its own block (the first two
+// additions into a zero sum commute exactly, so every node's sum stays bit-identical; the other
+// blocks are added in node order after the exchange). In the step log, prepare_ms covers the work
+// before the send, exchange_ms the collective itself, and finish_ms what follows it (the overlapped
+// work is in neither when it ends before the exchange does).
+//
 // A step allocates nothing for the compressed path once its buffers exist: p = g + e lives in
 // the residual's scratch buffer (kernels::cpu::ErrorFeedback::CompensateToScratch, which also
 // yields ‖g‖ from the same pass), the sent message becomes the residual by a swap, and a sparse
@@ -42,6 +52,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/background_call.h"
 #include "core/logging.h"
 #include "daemon/collectives/communicator.h"
 #include "daemon/daemon_metrics.h"
@@ -137,6 +148,21 @@ class Executor {
     kernels::MultiLevelResult levels;
   };
   absl::Status Compensate(const WorkItem& item, Compensated* c);
+
+  // One member of a sparse group: its compensation, the level it sends and, while that message is
+  // on the wire, what is left (the residual commit, the candidate level, the norms).
+  enum class PendingLevel { kNone, kCandidate, kMin };  // computed after the send starts
+  struct SparseMember {
+    Compensated c;
+    kernels::Compressed other;  // sent at a θ that is neither θ_min nor θ_c
+    const kernels::Compressed* sent = nullptr;
+    PendingLevel pending = PendingLevel::kNone;
+    absl::Status status;
+  };
+  // p = g + e and the level the group sends at `theta` (with the levels that must precede it).
+  absl::Status PrepareSent(const WorkItem& item, double theta, SparseMember* m);
+  // Commits the sent message to the residual, computes the remaining level and the norms.
+  absl::Status FinishSent(const WorkItem& item, SparseMember* m);
   kernels::cpu::ErrorFeedback& ResidualFor(const std::string& name, int64_t n);
   StepStats* StatsFor(const WorkItem& item);
   void AddNorms(const WorkItem& item, const Compensated& c);
@@ -161,10 +187,16 @@ class Executor {
   std::map<std::string, kernels::cpu::ErrorFeedback> residuals_;
   // Scratch reused by every group (buffers kept between steps, so a step allocates nothing).
   Compensated compensated_;
-  kernels::Compressed other_;
   std::vector<uint8_t> encoded_;
+  std::vector<SparseMember> members_;
+  std::vector<uint8_t> payload_, recv_;
+  std::vector<size_t> sizes_;
   std::map<int64_t, StepStats> steps_;
   int64_t last_reported_step_ = -1;
+  // Sparse payloads at least this large run their allgather on exchange_ while this thread
+  // finishes the members; smaller ones run inline (a thread handoff would cost more than it hides).
+  static constexpr size_t kOverlapMinBytes = 64 << 10;
+  BackgroundCall exchange_;  // last member: joined before the buffers above are destroyed
 };
 
 }  // namespace gravac::daemon::internal

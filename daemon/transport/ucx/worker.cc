@@ -151,7 +151,8 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(
 
   ucp_worker_params_t worker_params = {};
   worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-  worker_params.thread_mode = UCS_THREAD_MODE_SINGLE;
+  // SERIALIZED: the engine hands its collectives to a helper thread (one thread at a time).
+  worker_params.thread_mode = UCS_THREAD_MODE_SERIALIZED;
   GRAVAC_RETURN_IF_UCS(ucp_worker_create(w->context_, &worker_params, &w->worker_));
   GRAVAC_RETURN_IF_UCS(ucp_worker_get_efd(w->worker_, &w->event_fd_));
 

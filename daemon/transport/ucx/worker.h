@@ -14,7 +14,8 @@
 // (poll on the worker's event fd) until the network has something for the worker, instead of
 // spinning on ucp_worker_progress.
 //
-// Thread-safety: thread-compatible (UCS_THREAD_MODE_SINGLE): one thread at a time.
+// Thread-safety: thread-compatible (UCS_THREAD_MODE_SERIALIZED): one thread at a time, not
+// necessarily the same one.
 #ifndef GRAVAC_DAEMON_TRANSPORT_UCX_WORKER_H_
 #define GRAVAC_DAEMON_TRANSPORT_UCX_WORKER_H_
 

@@ -72,8 +72,9 @@ struct Model {
   std::unique_ptr<kernels::Compressor> compressor;
   std::map<std::pair<int, std::string>, std::vector<float>> residual;  // (node, name)
 
-  explicit Model(const std::string& name = "topk") {
-    auto c = kernels::MakeCompressor(name, {});
+  explicit Model(const std::string& name = "topk",
+                 kernels::ValueType values = kernels::ValueType::kFloat32) {
+    auto c = kernels::MakeCompressor(name, {.value_type = values});
     EXPECT_THAT(c, IsOk());
     compressor = *std::move(c);
   }
@@ -95,7 +96,7 @@ struct Model {
       return m;
     }
     EXPECT_THAT(compressor->Compress(p, theta, {name, step, 7}, &m), IsOk());
-    e = p;  // e = p - decompress(m)
+    e = p;  // e = p - decompress(m); with 2-byte values m holds the rounded values
     EXPECT_THAT(kernels::cpu::DecompressAdd(m, -1.0f, absl::MakeSpan(e)), IsOk());
     return m;
   }
@@ -105,11 +106,15 @@ struct Model {
 // neither, and dense, every node's result equals the model's Σ_nodes decompress(sent) (bit for
 // bit), and Σ_t results + Σ_nodes e = Σ_t Σ_nodes g; a final dense step makes them equal and
 // clears the residual.
-TEST(EngineCompressTest, ResultsFollowTheErrorFeedbackBookkeeping) {
+// Payloads of at least this many bytes run their allgather on the executor's helper thread
+// while the engine thread finishes (Executor::kOverlapMinBytes).
+constexpr size_t kOverlapBytes = 64 << 10;
+
+void CheckBookkeeping(const std::vector<std::pair<std::string, int>>& tensors,
+                      size_t min_overlapped_bytes) {
   Cluster c({2, 1, 1}, TopK());
   Model model;
   std::mt19937 rng(3);
-  const std::vector<std::pair<std::string, int>> tensors = {{"conv", 200}, {"fc", 57}};
   const std::vector<double> thetas = {10, 40, 25, 10, 1, 40, 40, 10, 25, 10, 40, 10};
   std::map<std::string, std::vector<double>> sum_results, sum_grads;
   for (const auto& [name, n] : tensors) {
@@ -132,6 +137,7 @@ TEST(EngineCompressTest, ResultsFollowTheErrorFeedbackBookkeeping) {
         if (last && name == "fc") std::fill(g.begin(), g.end(), 0.0f);
         for (int i = 0; i < n; ++i) sum_grads[name][i] += g[i];
         kernels::Compressed m = model.Send(node, name, g, theta, static_cast<int64_t>(step));
+        if (t == 0 && theta > 1) EXPECT_GE(kernels::EncodedSize(m), min_overlapped_bytes);
         ASSERT_THAT(kernels::cpu::DecompressAdd(m, 1.0f, absl::MakeSpan(expected[t])), IsOk());
         c.engines[node]->Enqueue(Allreduce(name, g, true, static_cast<int64_t>(step)),
                                  pending[node][t].callback());
@@ -173,6 +179,18 @@ TEST(EngineCompressTest, ResultsFollowTheErrorFeedbackBookkeeping) {
   }
 }
 
+TEST(EngineCompressTest, ResultsFollowTheErrorFeedbackBookkeeping) {
+  CheckBookkeeping({{"conv", 200}, {"fc", 57}}, 0);
+}
+
+// The same with a tensor whose messages are large enough that the allgather overlaps the
+// residual commit, the other level, the norms and (on nodes 0 and 1) the node's own block: the
+// three nodes' sums must still be bit-identical to the model's node-order sums, at θ_min (the
+// candidate selected after the send), θ_c (θ_min's level computed after the send) and neither.
+TEST(EngineCompressTest, OverlappedExchangeFollowsTheBookkeeping) {
+  CheckBookkeeping({{"conv", 600000}, {"fc", 57}}, kOverlapBytes);
+}
+
 // Every compressor: the results equal Σ_nodes decompress(C(g + e)) bit for bit, step after step,
 // and Σ results + Σ residuals = Σ gradients.
 TEST(EngineCompressTest, EveryCompressorFollowsTheBookkeeping) {
@@ -209,6 +227,86 @@ TEST(EngineCompressTest, EveryCompressorFollowsTheBookkeeping) {
       double residuals = 0.0;
       for (int node = 0; node < 2; ++node) residuals += model.residual[{node, "w"}][i];
       EXPECT_NEAR(sum_results[i] + residuals, sum_grads[i], 1e-4) << "element " << i;
+    }
+  }
+}
+
+// The job's sparse_values (fp16, bf16): the engine sends values rounded to 2 bytes. Results equal
+// the error-feedback model with rounded sent values bit for bit; each node's bytes_sent is its
+// encoded blocks, 2 bytes per value less than the same selection in fp32; the residual keeps
+// the rounding error (a dense step of zero gradients then returns Σ_nodes e exactly).
+TEST(EngineCompressTest, TwoByteSparseValuesFollowTheBookkeepingWithRoundedValues) {
+  const std::vector<std::pair<std::string, kernels::ValueType>> types = {
+      {"fp16", kernels::ValueType::kFloat16}, {"bf16", kernels::ValueType::kBFloat16}};
+  for (const auto& [values, type] : types) {
+    SCOPED_TRACE(values);
+    EngineOptions o = TopK();
+    o.job.sparse_values = values;
+    Cluster c({1, 1}, o);
+    for (auto& d : c.decisions) d->Set(Decision(1, 10, 40));
+    Model model("topk", type);
+    std::mt19937 rng(17);
+    const int n = 500;
+    const int steps = 4;
+    std::vector<std::vector<int64_t>> want_bytes(2, std::vector<int64_t>(steps, 0));
+    for (int step = 0; step < steps; ++step) {
+      std::vector<float> expected(n, 0.0f);
+      std::vector<Pending> p(2);
+      for (int node = 0; node < 2; ++node) {
+        std::vector<float> g = Gradient(rng, n);
+        std::vector<float> e = model.residual[{node, "w"}];
+        e.resize(n, 0.0f);
+        kernels::Compressed m = model.Send(node, "w", g, 10, step);
+        const std::vector<float>& e_after = model.residual[{node, "w"}];
+        ASSERT_EQ(m.value_type, type);
+        // The sent values are rounded: some differ from p = g + e, and the residual keeps exactly
+        // the difference at the sent elements.
+        int rounded = 0;
+        for (int64_t j = 0; j < m.count(); ++j) {
+          const int32_t i = m.indices[j];
+          const float pi = g[i] + e[i];
+          rounded += m.values[j] != pi;
+          EXPECT_EQ(e_after[i], pi - m.values[j]) << "element " << i;
+        }
+        EXPECT_GT(rounded, 0) << "node " << node << " step " << step;
+        kernels::Compressed as_fp32 = m;
+        as_fp32.value_type = kernels::ValueType::kFloat32;
+        EXPECT_EQ(kernels::EncodedSize(as_fp32) - kernels::EncodedSize(m),
+                  2 * static_cast<size_t>(m.count()));
+        // Ring allgather over 2 nodes: each node sends its own block (ok byte, size, encoding).
+        want_bytes[node][step] = 1 + 8 + static_cast<int64_t>(kernels::EncodedSize(m));
+        ASSERT_THAT(kernels::cpu::DecompressAdd(m, 1.0f, absl::MakeSpan(expected)), IsOk());
+        c.engines[node]->Enqueue(Allreduce("w", g, true, step), p[node].callback());
+      }
+      for (int node = 0; node < 2; ++node) {
+        TensorResult r = p[node].Get();
+        ASSERT_THAT(r.status, IsOk());
+        EXPECT_EQ(r.collective, "sparse_allgather");
+        EXPECT_EQ(Values<float>(r.data), expected) << "step " << step;
+      }
+    }
+    // A dense step of zero gradients sends p = e: the sum of the residuals, rounding errors
+    // included (two nodes: one addition per element, exact).
+    for (auto& d : c.decisions) d->Set(Decision(2, 1, 40));
+    auto dense =
+        RunOnAll(c, [&](int) { return Allreduce("w", std::vector<float>(n, 0.0f), true, steps); });
+    std::vector<float> residuals(n);
+    for (int i = 0; i < n; ++i) {
+      residuals[i] = model.residual[{0, "w"}][i] + model.residual[{1, "w"}][i];
+    }
+    for (const TensorResult& r : dense) {
+      ASSERT_THAT(r.status, IsOk());
+      EXPECT_EQ(r.collective, "dense_allreduce");
+      EXPECT_EQ(Values<float>(r.data), residuals);
+    }
+    c.ShutdownAll();
+    for (int node = 0; node < 2; ++node) {
+      const auto reports = c.stats[node]->reports();
+      ASSERT_EQ(reports.size(), static_cast<size_t>(steps + 1)) << "node " << node;
+      for (int step = 0; step < steps; ++step) {
+        EXPECT_EQ(reports[step].bytes_sent, want_bytes[node][step])
+            << "node " << node << " step " << step;
+      }
     }
   }
 }
@@ -334,10 +432,12 @@ TEST(EngineCompressTest, OneThetaPerStepWhenDecisionsArriveAtDifferentTimes) {
 }
 
 // The statistics reported per step match the norms and bytes computed here.
-TEST(EngineCompressTest, StepStatisticsMatchTheModel) {
+// Statistics of 3 steps on 2 nodes at `theta` (θ_min = 10, θ_c = 40) for two tensors of
+// `elements` and `elements` + `elements` / 3 elements.
+void CheckStepStatistics(int elements, double theta, size_t min_overlapped_bytes) {
   EngineOptions o = TopK();
   Cluster c({1, 1}, o);
-  for (auto& d : c.decisions) d->Set(Decision(1, 10, 40));
+  for (auto& d : c.decisions) d->Set(Decision(1, theta, 40));
   Model model;
   std::mt19937 rng(11);
   const int steps = 3;
@@ -352,7 +452,7 @@ TEST(EngineCompressTest, StepStatisticsMatchTheModel) {
     for (int node = 0; node < 2; ++node) {
       for (int t = 0; t < 2; ++t) {
         const std::string name = absl::StrCat("t", t);
-        std::vector<float> g = Gradient(rng, 300 + 100 * t);
+        std::vector<float> g = Gradient(rng, elements + (elements / 3) * t);
         // N_min and N_c are measured on p = g + e before this step's update.
         std::vector<float> e = model.residual[{node, name}];
         e.resize(g.size(), 0.0f);
@@ -366,7 +466,8 @@ TEST(EngineCompressTest, StepStatisticsMatchTheModel) {
         w.n_min += ml.norm_min;
         w.n_c += ml.norm_candidate;
         w.bytes_dense += static_cast<int64_t>(g.size() * 4);  // 2(P-1)/P·n·4 with P = 2
-        kernels::Compressed m = model.Send(node, name, g, 10, s);
+        kernels::Compressed m = model.Send(node, name, g, theta, s);
+        EXPECT_GE(kernels::EncodedSize(m), min_overlapped_bytes);
         block[node][s] += 1 + 8 + static_cast<int64_t>(kernels::EncodedSize(m));
         NodeTensor nt = Allreduce(name, g, true, s);
         nt.samples = 32;
@@ -389,7 +490,7 @@ TEST(EngineCompressTest, StepStatisticsMatchTheModel) {
       EXPECT_EQ(r.step, s);
       EXPECT_EQ(r.node_rank, node);
       EXPECT_EQ(r.decision_epoch, 1);
-      EXPECT_EQ(r.theta_used, 10.0);
+      EXPECT_EQ(r.theta_used, theta);
       EXPECT_EQ(r.theta_candidate, 40.0);
       EXPECT_NEAR(r.n_g, w.n_g, 1e-9 * w.n_g);
       EXPECT_NEAR(r.n_min, w.n_min, 1e-9 * w.n_min);
@@ -401,6 +502,15 @@ TEST(EngineCompressTest, StepStatisticsMatchTheModel) {
       EXPECT_GE(r.step_seconds, 0.0);
     }
   }
+}
+
+TEST(EngineCompressTest, StepStatisticsMatchTheModel) { CheckStepStatistics(300, 10, 0); }
+
+// Large messages: the norms are computed while the allgather runs (the candidate's level after a
+// θ_min send, θ_min's level after a θ_c send) and must still be this step's.
+TEST(EngineCompressTest, StepStatisticsOfOverlappedSendsMatchTheModel) {
+  CheckStepStatistics(600000, 10, kOverlapBytes);
+  CheckStepStatistics(600000, 40, kOverlapBytes);
 }
 
 }  // namespace
