@@ -1,6 +1,7 @@
 #include "daemon/engine/negotiation.h"
 
 #include <algorithm>
+#include <iterator>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -182,8 +183,39 @@ std::string FormatNode(absl::Span<const NodeLayout> layout, int node) {
   return absl::StrFormat("node %d (ranks %s)", node, FormatRanks(layout, nodes));
 }
 
-Negotiator::Negotiator(int node_rank, std::vector<NodeLayout> layout)
-    : node_rank_(node_rank), layout_(std::move(layout)), max_step_listed_(layout_.size(), -1) {}
+Negotiator::Negotiator(int node_rank, std::vector<NodeLayout> layout, size_t cache_capacity)
+    : node_rank_(node_rank),
+      layout_(std::move(layout)),
+      cache_capacity_(std::max<size_t>(cache_capacity, 1)),
+      max_step_listed_(layout_.size(), -1) {}
+
+uint32_t Negotiator::UseCached(std::string key, const TensorSpec& spec) {
+  if (auto it = cache_ids_.find(key); it != cache_ids_.end()) {
+    CacheEntry& entry = cache_.at(it->second);
+    recency_.splice(recency_.end(), recency_, entry.recency);
+    return it->second;
+  }
+  // Ids only grow; after 2^32 of them the counter wraps and skips the ids still in use.
+  while (cache_.contains(next_cache_id_)) ++next_cache_id_;
+  const uint32_t id = next_cache_id_++;
+  TensorSpec stored = spec;
+  stored.step = 0;
+  stored.samples = 0;
+  recency_.push_back(id);
+  cache_ids_.emplace(key, id);
+  cache_.emplace(id, CacheEntry{std::move(stored), std::move(key), std::prev(recency_.end())});
+  return id;
+}
+
+void Negotiator::TrimCache() {
+  while (cache_.size() > cache_capacity_) {
+    const uint32_t id = recency_.front();
+    recency_.pop_front();
+    auto it = cache_.find(id);
+    cache_ids_.erase(it->second.key);
+    cache_.erase(it);
+  }
+}
 
 std::string Negotiator::CacheKey(const TensorSpec& s) {
   std::vector<uint8_t> bytes;
@@ -321,21 +353,19 @@ absl::StatusOr<CycleOutcome> Negotiator::Process(absl::Span<const NodeMessage> m
     for (const ReadyEntry& entry : messages[n].ready) {
       ReadyEntry e = entry;
       if (e.cached) {
-        if (e.cache_id >= cache_specs_.size()) {
+        auto cached = cache_.find(e.cache_id);
+        if (cached == cache_.end()) {
           return absl::DataLossError(
               absl::StrFormat("engine: %s listed unknown response-cache id %d",
                               FormatNode(layout_, n), e.cache_id));
         }
+        recency_.splice(recency_.end(), recency_, cached->second.recency);
         const int64_t step = e.spec.step, samples = e.spec.samples;
-        e.spec = cache_specs_[e.cache_id];
+        e.spec = cached->second.spec;
         e.spec.step = step;
         e.spec.samples = samples;
       } else {
-        std::string key = CacheKey(e.spec);
-        if (!cache_ids_.contains(key)) {
-          cache_ids_.emplace(std::move(key), static_cast<uint32_t>(cache_specs_.size()));
-          cache_specs_.push_back(e.spec);
-        }
+        UseCached(CacheKey(e.spec), e.spec);
       }
       auto [it, inserted] = pending_.try_emplace(e.spec.name);
       Pending& p = it->second;
@@ -413,6 +443,7 @@ absl::StatusOr<CycleOutcome> Negotiator::Process(absl::Span<const NodeMessage> m
     it = pending_.erase(it);
     progress = true;
   }
+  TrimCache();
   if (progress) last_progress_ = now;
   return out;
 }

@@ -8,6 +8,12 @@
 // Response cache: the first time a node lists a tensor it sends its full TensorSpec; processing
 // assigns the spec (without step and samples) the next cache id, in node order and then list
 // order, so every node assigns the same ids; later listings of the same spec send the id only.
+// The cache holds at most `cache_capacity` specs (as Horovod's response cache): at the end of a
+// cycle that leaves more, the least recently listed ones are dropped. Every node processes the
+// same messages in the same order, so every node drops the same ids, and a node builds its next
+// message only after processing, so it never sends a dropped id; listing a dropped spec again
+// sends it in full and gives it a new id. Unnamed collectives (a new name per call) therefore
+// cost no memory beyond the capacity.
 //
 // Decisions: the agreed decision of a cycle is the smallest-epoch decision among the nodes'
 // messages (each node's newest epoch never decreases, so neither does the agreed one). The first
@@ -17,7 +23,9 @@
 #ifndef GRAVAC_DAEMON_ENGINE_NEGOTIATION_H_
 #define GRAVAC_DAEMON_ENGINE_NEGOTIATION_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <list>
 #include <map>
 #include <optional>
 #include <string>
@@ -82,7 +90,11 @@ std::string FormatNode(absl::Span<const NodeLayout> layout, int node);
 
 class Negotiator {
  public:
-  Negotiator(int node_rank, std::vector<NodeLayout> layout);
+  static constexpr size_t kDefaultCacheCapacity = 1024;
+
+  // cache_capacity >= 1 (0 is taken as 1); it must be the same on every node.
+  Negotiator(int node_rank, std::vector<NodeLayout> layout,
+             size_t cache_capacity = kDefaultCacheCapacity);
 
   // This node's entry for a tensor it lists now: the cache id when the spec is known.
   ReadyEntry MakeEntry(const TensorSpec& spec, std::string error, bool mismatch = false) const;
@@ -106,6 +118,7 @@ class Negotiator {
   bool MovedOn(absl::Time now, absl::Duration grace) const;
 
   bool HasPending() const { return !pending_.empty(); }
+  size_t cache_size() const { return cache_.size(); }
 
  private:
   struct Pending {
@@ -116,7 +129,17 @@ class Negotiator {
     int listed = 0;
   };
 
+  struct CacheEntry {
+    TensorSpec spec;
+    std::string key;
+    std::list<uint32_t>::iterator recency;  // into recency_
+  };
+
   static std::string CacheKey(const TensorSpec& spec);
+  // The cached spec's id, marking it the most recently listed; inserts the spec when it is new.
+  uint32_t UseCached(std::string key, const TensorSpec& spec);
+  // Drops the least recently listed specs beyond the capacity.
+  void TrimCache();
   // Empty when the nodes agree, else the error message.
   std::string CheckAgreement(const std::string& name, const Pending& p) const;
   // The latest step the nodes missing from `p` listed, when they all moved past p's step;
@@ -127,8 +150,11 @@ class Negotiator {
 
   const int node_rank_;
   const std::vector<NodeLayout> layout_;
-  std::unordered_map<std::string, uint32_t> cache_ids_;
-  std::vector<TensorSpec> cache_specs_;
+  const size_t cache_capacity_;
+  std::unordered_map<std::string, uint32_t> cache_ids_;  // by CacheKey
+  std::unordered_map<uint32_t, CacheEntry> cache_;       // by id
+  std::list<uint32_t> recency_;                          // ids, least recently listed first
+  uint32_t next_cache_id_ = 0;
   std::map<std::string, Pending> pending_;
   uint64_t next_order_ = 0;
   std::vector<int64_t> max_step_listed_;  // per node

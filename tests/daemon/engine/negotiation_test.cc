@@ -2,8 +2,10 @@
 // hand-made messages (no transport).
 #include "daemon/engine/negotiation.h"
 
+#include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "core/testing/status_matchers.h"
 #include "gmock/gmock.h"
@@ -129,6 +131,67 @@ TEST(NegotiationTest, ReplicasAgreeAndTheCacheAndStepDecisionsWork) {
   ASSERT_EQ(o.ready.size(), 1u);
   EXPECT_EQ(o.ready[0].decision.epoch, 6);
   EXPECT_FALSE(a.HasPending());
+}
+
+// Unnamed collectives get a new name per call: the cache keeps only the `capacity` most recently
+// listed specs, every replica drops the same ones, and a dropped spec listed again travels in
+// full and gets a new id.
+TEST(NegotiationTest, TheResponseCacheKeepsTheMostRecentlyListedSpecs) {
+  const std::vector<NodeLayout> layout = {{0, 1}, {1, 1}};
+  constexpr size_t kCapacity = 4;
+  Negotiator a(0, layout, kCapacity), b(1, layout, kCapacity);
+  const absl::Time now = absl::Now();
+  // One cycle: node 0 lists `first`, node 1 `second` (each from its own replica's cache).
+  auto cycle = [&](std::vector<TensorSpec> first, std::vector<TensorSpec> second) {
+    std::vector<NodeMessage> m(2);
+    for (const TensorSpec& s : first) m[0].ready.push_back(a.MakeEntry(s, ""));
+    for (const TensorSpec& s : second) m[1].ready.push_back(b.MakeEntry(s, ""));
+    auto oa = a.Process(m, now);
+    auto ob = b.Process(m, now);
+    EXPECT_THAT(oa, IsOk());
+    EXPECT_THAT(ob, IsOk());
+    std::vector<std::string> names;
+    for (size_t i = 0; i < oa->ready.size(); ++i) {
+      EXPECT_EQ(oa->ready[i].spec.name, ob->ready[i].spec.name);
+      EXPECT_EQ(oa->ready[i].spec.shape, ob->ready[i].spec.shape);
+      names.push_back(oa->ready[i].spec.name);
+    }
+    EXPECT_EQ(a.cache_size(), b.cache_size());
+    return names;
+  };
+
+  for (int i = 0; i < 50; ++i) {
+    const TensorSpec unnamed = Spec(absl::StrCat("allreduce.noname.", i), i);
+    const TensorSpec grad = Spec("grad.w", i);
+    // The gradient is listed every step, so it stays cached; each unnamed name is new.
+    EXPECT_EQ(a.MakeEntry(grad, "").cached, i > 0) << i;
+    EXPECT_FALSE(a.MakeEntry(unnamed, "").cached) << i;
+    EXPECT_THAT(cycle({grad, unnamed}, {grad, unnamed}),
+                ::testing::ElementsAre("grad.w", unnamed.name));
+    EXPECT_LE(a.cache_size(), kCapacity) << i;
+  }
+  EXPECT_EQ(a.cache_size(), kCapacity);
+  EXPECT_TRUE(b.MakeEntry(Spec("allreduce.noname.49", 50), "").cached);
+  EXPECT_TRUE(b.MakeEntry(Spec("allreduce.noname.47", 50), "").cached);
+  EXPECT_FALSE(b.MakeEntry(Spec("allreduce.noname.46", 50), "").cached);  // dropped
+  EXPECT_FALSE(b.MakeEntry(Spec("allreduce.noname.0", 50), "").cached);
+
+  // A dropped spec comes back in full on both nodes and is cached again.
+  EXPECT_THAT(cycle({Spec("allreduce.noname.0", 50)}, {Spec("allreduce.noname.0", 50)}),
+              ::testing::ElementsAre("allreduce.noname.0"));
+  EXPECT_TRUE(a.MakeEntry(Spec("allreduce.noname.0", 51), "").cached);
+
+  // A tensor listed by node 0 in one cycle whose spec is dropped before node 1 lists it: node 1
+  // sends it in full and the tensor still completes, with node 0's spec from the pending entry.
+  EXPECT_TRUE(cycle({Spec("late", 60), Spec("n1", 60), Spec("n2", 60), Spec("n3", 60),
+                     Spec("n4", 60)},
+                    {Spec("n1", 60), Spec("n2", 60), Spec("n3", 60), Spec("n4", 60)})
+                  .size() == 4);
+  const ReadyEntry late = b.MakeEntry(Spec("late", 60), "");
+  EXPECT_FALSE(late.cached);
+  EXPECT_THAT(cycle({}, {Spec("late", 60)}), ::testing::ElementsAre("late"));
+  EXPECT_FALSE(a.HasPending());
+  EXPECT_LE(a.cache_size(), kCapacity);
 }
 
 TEST(NegotiationTest, ProtocolErrorsAreReported) {
