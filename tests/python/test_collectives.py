@@ -113,6 +113,23 @@ def test_named_and_unnamed_interleaved():
         torch.testing.assert_close(r.double(), want * factor)
 
 
+def test_more_unnamed_collectives_than_the_response_cache_holds():
+    # Each unnamed call is a new name (allreduce.noname.<n>); the daemons keep the 1024 most
+    # recently listed specs and drop the rest in step, so the 1500th call still works, and so
+    # does a named tensor listed all along and one listed again after it was dropped.
+    want = hvd.size() * (hvd.size() + 1) / 2
+    first = hvd.allreduce(torch.tensor([1.0]) * (hvd.rank() + 1), name="kept.early", op=hvd.Sum)
+    assert first.item() == want
+    for batch in range(30):
+        x = torch.tensor([float(hvd.rank() + 1 + batch)])
+        handles = [hvd.allreduce_async(x, op=hvd.Sum) for _ in range(50)]
+        handles.append(hvd.allreduce_async(x, name="kept.every.batch", op=hvd.Sum))
+        for h in handles:
+            assert hvd.synchronize(h).item() == want + hvd.size() * batch
+    again = hvd.allreduce(torch.tensor([2.0]) * (hvd.rank() + 1), name="kept.early", op=hvd.Sum)
+    assert again.item() == 2 * want
+
+
 def test_async_poll_and_synchronize():
     x = rank_tensor((1000,), torch.float32)
     handle = hvd.allreduce_async_(x, op=hvd.Sum, name="polled")
