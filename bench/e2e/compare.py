@@ -6,6 +6,7 @@ digits of python3-sklearn) on 2 emulated nodes x 2 workers, same seed and epochs
 
   dense                  gravacrun ... train_digits.py --mode dense
   static10/100/1000      --mode static --theta θ   (job: --theta_min θ --theta_max θ --epsilon 1e-9)
+                         (any other staticN, e.g. static20, may be named in --runs)
   gravac_geometric       --mode gravac --policy geometric
   gravac_exponential     --mode gravac --policy exponential
   ddp                    bench/e2e/ddp_peer.py: torch DistributedDataParallel, gloo backend
@@ -62,6 +63,15 @@ RUNS = {
     "gravac_exponential": ["--mode", "gravac", "--policy", "exponential"],
     "ddp": None,
 }
+STATIC_RE = re.compile(r"^static(\d+)$")
+
+
+def run_flags(name):
+    """train_digits.py flags of a run (None for ddp); KeyError for an unknown name."""
+    m = STATIC_RE.match(name)
+    if name not in RUNS and m and int(m.group(1)) >= 1:
+        return ["--mode", "static", "--theta", m.group(1)]
+    return RUNS[name]
 
 DECISION_RE = re.compile(
     r"decision epoch (\d+) from step (\d+): theta (\S+) theta_c (\S+) phase (\S+).*?"
@@ -115,8 +125,9 @@ def read_jsonl(path):
 def training_args(args, name):
     """train_digits.py / ddp_peer.py arguments shared by every run, then the run's own."""
     common = ["--epochs", str(args.epochs), "--seed", str(args.seed),
-              "--target-accuracy", str(args.target), "--threads", "1"]
-    own = list(RUNS[name] or [])
+              "--target-accuracy", str(args.target), "--threads", "1",
+              "--batch-size", str(args.batch_size), "--hidden"] + [str(h) for h in args.hidden]
+    own = list(run_flags(name) or [])
     if own and own[1] == "gravac":
         own += ["--window", str(args.window), "--eval-steps", str(args.eval_steps)]
     return common + own
@@ -257,6 +268,12 @@ def summarize(name, res, target):
                            if recs and name.startswith("gravac") else None)}
 
 
+def mlp_parameters(hidden):
+    """Weights and biases of train_digits.py's MLP 64 -> h1 -> h2 -> 10."""
+    h1, h2 = hidden
+    return 64 * h1 + h1 + h1 * h2 + h2 + h2 * 10 + 10
+
+
 def fmt(v, spec, none="—"):
     return none if v is None else spec % v
 
@@ -265,10 +282,12 @@ def write_table(args, rows, load_start, load_end):
     dense = next((r for r in rows if r["run"] == "dense"), None)
     lines = ["# End-to-end comparison (issue #5, BENCHMARKS.md item 8)", "",
              "2 nodes x 2 workers, links %s (gravacrun --link / gravac-netemu --rate %g), "
-             "train_digits.py MLP 2.2 M parameters, %d epochs, seed %d, batch 16/rank, "
+             "train_digits.py MLP 64-%d-%d-10 (%.1f M parameters), %d epochs, seed %d, "
+             "batch %d/rank, "
              "GraVAC window %d, eval_steps %d, target accuracy %.3f. Host: %d CPUs, load average "
              "(1/5/15 min) %s at start, %s at end."
-             % (args.link, args.rate, args.epochs, args.seed, args.window, args.eval_steps,
+             % (args.link, args.rate, args.hidden[0], args.hidden[1], mlp_parameters(args.hidden) / 1e6,
+                args.epochs, args.seed, args.batch_size, args.window, args.eval_steps,
                 args.target, os.cpu_count(), "/".join("%.2f" % v for v in load_start),
                 "/".join("%.2f" % v for v in load_end)), "",
              "| run | rc | final acc | Δ vs dense (pts) | time to %.3f (s) | epoch reached | "
@@ -395,11 +414,14 @@ def main():
     p.add_argument("--target", type=float, default=0.96, help="target test accuracy")
     p.add_argument("--out_dir", default="/tmp/gravac-e2e")
     p.add_argument("--runs", default=",".join(RUNS), help="comma-separated subset of: "
-                   + ", ".join(RUNS))
+                   + ", ".join(RUNS) + " (or any staticN)")
     p.add_argument("--quick", action="store_true", help="1 epoch per run (smoke check)")
     p.add_argument("--plot_only", action="store_true",
                    help="redraw the PNGs from the files of an earlier run in --out_dir")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--batch_size", type=int, default=16, help="samples per rank per step")
+    p.add_argument("--hidden", type=int, nargs=2, default=(2048, 1024), metavar=("H1", "H2"),
+                   help="hidden layer widths of the MLP (2048 1024: 2.2 M parameters)")
     p.add_argument("--link", default="1gbit", help="gravacrun --link RATE")
     p.add_argument("--rate", type=float, default=1e9, help="gravac-netemu --rate (bit/s)")
     p.add_argument("--window", type=int, default=10, help="GraVAC window (steps)")
@@ -417,7 +439,7 @@ def main():
     if args.quick:
         args.epochs = 1
     names = [n for n in args.runs.split(",") if n]
-    bad = [n for n in names if n not in RUNS]
+    bad = [n for n in names if n not in RUNS and not STATIC_RE.match(n)]
     if bad:
         p.error("unknown runs %s (known: %s)" % (bad, ", ".join(RUNS)))
     args.run_timeout_s = args.run_timeout_s or 120 + 20 * args.epochs
