@@ -544,6 +544,17 @@ size_t EncodedSize(const Compressed& c) {
   return kWireHeaderSize + PayloadSize(PlanOf(c, stream), c.value_type, c.count());
 }
 
+size_t SparseEncodedSizeBound(int64_t dense_size, int64_t count, ValueType type,
+                              bool implicit_indices) {
+  const size_t n = static_cast<size_t>(std::max<int64_t>(count, 0));
+  const size_t values = kWireHeaderSize + n * ValueWidth(type);
+  if (implicit_indices || n == 0) return values;
+  const double per_gap =
+      1.0 + std::log2(static_cast<double>(std::max(dense_size, count)) / static_cast<double>(n)) / 7.0;
+  const auto stream = static_cast<size_t>(std::ceil(static_cast<double>(n) * per_gap));
+  return values + std::min(4 * n, kStreamBytesField + stream);
+}
+
 absl::Status Encode(const Compressed& c, std::vector<uint8_t>* out) {
   size_t stream = 0;
   RETURN_IF_ERROR(CheckCompressed(c, &stream));

@@ -79,6 +79,15 @@ enum class WireLayout : uint8_t {
 // Exact number of bytes Encode(c) produces.
 size_t EncodedSize(const Compressed& c);
 
+// The most bytes Encode can produce for a sparse tensor of `count` values out of `dense_size`
+// (0 <= count <= dense_size), whatever its indices: for planning before anything is compressed.
+// Implicit indices: header + values. Explicit ones: header + values + the smaller of int32
+// indices and the varint bound 8 + ceil(count * (1 + log2(dense_size / count) / 7)), which holds
+// because a gap g takes at most 1 + log2(g + 1) / 7 bytes, the gaps sum to at most
+// dense_size - count, and log is concave (Jensen).
+size_t SparseEncodedSizeBound(int64_t dense_size, int64_t count, ValueType type,
+                              bool implicit_indices);
+
 // Replaces *out with the encoding of c.
 absl::Status Encode(const Compressed& c, std::vector<uint8_t>* out);
 

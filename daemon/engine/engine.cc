@@ -303,7 +303,8 @@ class EngineCore {
     }
     PlanOptions plan{.world_nodes = static_cast<int>(options_.layout.size()),
                      .fusion_threshold_bytes = options_.fusion_threshold_bytes,
-                     .compressor = executor_->compressor()};
+                     .compressor = executor_->compressor(),
+                     .value_type = executor_->value_type()};
     std::vector<TensorResult> results(ready.size());
     for (const Group& group : PlanGroups(ready, plan)) {
       const int64_t group_start = absl::GetCurrentTimeNanos();
@@ -450,7 +451,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(
                                  .job = options.job,
                                  .step_log_path = options.step_log_path,
                                  .log = options.log,
-                                 .metrics = options.metrics};
+                                 .metrics = options.metrics,
+                                 .value_type = compressor_options.value_type};
   std::unique_ptr<StatsSink> metered;
   if (options.metrics != nullptr) {
     metered = std::make_unique<internal::MeteredStats>(options.metrics, stats);

@@ -48,8 +48,9 @@ bool SendsCompressed(const TensorSpec& spec, double theta, const PlanOptions& op
   if (options.compressor->is_dense()) {
     payload = 2.0 * n;
   } else {
-    const double per = options.compressor->name() == "randomk" ? 4.0 : 8.0;
-    payload = per * kernels::KeepCount(n, theta);
+    payload = static_cast<double>(kernels::SparseEncodedSizeBound(
+        n, kernels::KeepCount(n, theta), options.value_type,
+        options.compressor->name() == "randomk"));
   }
   return payload * (p - 1) < 2.0 * (p - 1) / p * n * 4.0;
 }

@@ -7,10 +7,13 @@
 //
 // Dense vs sparse, per tensor, from agreed values only: a tensor is compressed when it is an fp32
 // allreduce with compress = true, the job has a compressor, the step's θ > 1, and the compressed
-// message is smaller than a dense ring's share: k·b·(P−1) < 2(P−1)/P·n·4 with k = KeepCount(n, θ),
-// b = 8 bytes per element (fp32 value + int32 index; 4 for randomk, whose indices are implicit;
-// 2 per dense element for the fp16/bf16 casts). A dense step of such a tensor sends p = g + e and
-// clears e, and still measures N_min and N_c (the policy needs them to leave dense again).
+// message is smaller than a dense ring's share: B·(P−1) < 2(P−1)/P·n·4, where B is the most bytes
+// the wire format can take for k = KeepCount(n, θ) values of the job's value type
+// (kernels::SparseEncodedSizeBound: header, values, and the smaller of int32 and varint-coded
+// indices, none for randomk; about 5.5 bytes per element at θ = 10 with fp32 values, against
+// 8 for fp32 + int32), or 2n for the fp16/bf16 casts. A dense step of such a tensor sends
+// p = g + e and clears e, and still measures N_min and N_c (the policy needs them to leave dense
+// again).
 //
 // Step log (ExecutorOptions::step_log_path): one line per group run, "step=S epoch=E theta=T
 // collective=C tensors=a,b" (the same on every node) followed by this node's timing of the group,
@@ -76,6 +79,7 @@ struct PlanOptions {
   int world_nodes = 1;
   size_t fusion_threshold_bytes = 64 << 20;
   const kernels::Compressor* compressor = nullptr;  // nullptr: everything dense
+  kernels::ValueType value_type = kernels::ValueType::kFloat32;  // of the sparse values
 };
 
 // True when `spec` at `theta` would travel compressed (see the header comment).
@@ -97,6 +101,7 @@ struct ExecutorOptions {
   std::string step_log_path;
   Logger* log = nullptr;
   DaemonMetrics* metrics = nullptr;  // collective latencies and sent bytes; nullptr = none
+  kernels::ValueType value_type = kernels::ValueType::kFloat32;  // the compressor's sparse values
 };
 
 class Executor {
@@ -108,6 +113,7 @@ class Executor {
   ~Executor();
 
   const kernels::Compressor* compressor() const { return compressor_.get(); }
+  kernels::ValueType value_type() const { return options_.value_type; }
 
   // Runs `group`; fills (*results)[i] for each member i of the group (results sized like
   // items). Per-tensor failures (e.g. a non-finite gradient on some node) go into the results;
