@@ -56,6 +56,10 @@ class Compressor {
   // True when CompressFrom(Compress(p, θ1), θ2) equals Compress(p, θ2) for every θ2 >= θ1 (topk,
   // randomk), so a caller may compute the second level first and the first one later.
   virtual bool SecondLevelEqualsDirect() const { return false; }
+
+  // The most values a sparse Compress or CompressFrom at θ can keep of n (for planning the bytes
+  // of a send before compressing): KeepCount(n, θ) unless the compressor says otherwise.
+  virtual int64_t MaxCount(int64_t n, double theta) const { return KeepCount(n, theta); }
 };
 
 // Options shared by all compressors.

@@ -49,7 +49,7 @@ bool SendsCompressed(const TensorSpec& spec, double theta, const PlanOptions& op
     payload = 2.0 * n;
   } else {
     payload = static_cast<double>(kernels::SparseEncodedSizeBound(
-        n, kernels::KeepCount(n, theta), options.value_type,
+        n, options.compressor->MaxCount(n, theta), options.value_type,
         options.compressor->name() == "randomk"));
   }
   return payload * (p - 1) < 2.0 * (p - 1) / p * n * 4.0;

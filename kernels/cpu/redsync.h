@@ -17,6 +17,7 @@
 #ifndef GRAVAC_KERNELS_CPU_REDSYNC_H_
 #define GRAVAC_KERNELS_CPU_REDSYNC_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -36,6 +37,11 @@ class RedSyncCompressor : public Compressor {
   explicit RedSyncCompressor(const CompressorOptions& options);
 
   std::string_view name() const override { return "redsync"; }
+  // k <= count < 2k (count = n when k = n).
+  int64_t MaxCount(int64_t n, double theta) const override {
+    const int64_t k = KeepCount(n, theta);
+    return k >= n ? n : std::min(n, 2 * k - 1);
+  }
 
   absl::Status Compress(absl::Span<const float> input, double theta, const CompressContext& ctx,
                         Compressed* out) override;

@@ -65,6 +65,8 @@ TEST_P(RegistryEachTest, BuildsAWorkingCompressorOfThatName) {
     }
     EXPECT_GE(out.count(), (8 * k + 9) / 10);  // dgc keeps >= 0.8k
     EXPECT_LT(out.count(), 2 * k);             // redsync keeps < 2k
+    EXPECT_LE(out.count(), c->MaxCount(n, 100.0));
+    EXPECT_EQ(c->MaxCount(n, 100.0), name == "redsync" ? 2 * k - 1 : k);
     EXPECT_EQ(out.indices.size(), out.values.size());
     EXPECT_EQ(out.implicit_indices, name == "randomk");
   }

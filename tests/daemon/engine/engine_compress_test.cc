@@ -364,7 +364,8 @@ TEST(EngineCompressTest, ThetaThatCannotSaveBytesGoesDense) {
 // The sparse-or-dense choice prices the real wire format (varint-coded indices), not 8 bytes per
 // kept element: at 12 nodes and θ = 10 a 4,000-element tensor costs at most 2,238 bytes sparse
 // against 2,667 per rank for the dense ring (3,200 at 8 bytes a value, which sent it dense), while
-// a 50-element one stays dense (above). The pure rule, for fp32 and fp16 values and randomk.
+// a 50-element one stays dense (above). The pure rule, for fp32 and fp16 values, randomk and
+// redsync (whose count can reach 2k − 1).
 TEST(EngineCompressTest, SparseIsPricedByTheWireFormat) {
   Cluster c({1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, TopK());
   std::vector<float> data(4000);
@@ -401,6 +402,15 @@ TEST(EngineCompressTest, SparseIsPricedByTheWireFormat) {
   plan.world_nodes = 12;
   plan.compressor = topk.get();
   EXPECT_FALSE(internal::SendsCompressed(spec, 10.0, plan));
+  // redsync may keep up to 2k − 1 values: 4,309 bytes at most, dense at 12 nodes.
+  ASSERT_OK_AND_ASSIGN(auto redsync, kernels::MakeCompressor("redsync", {}));
+  EXPECT_EQ(redsync->MaxCount(4000, 10.0), 799);
+  EXPECT_EQ(redsync->MaxCount(4000, 1.0), 4000);
+  spec.shape = {4000};
+  plan.compressor = redsync.get();
+  EXPECT_FALSE(internal::SendsCompressed(spec, 10.0, plan));
+  plan.world_nodes = 6;
+  EXPECT_TRUE(internal::SendsCompressed(spec, 10.0, plan));
 }
 
 // Invariant 1: each node's decision source moves to newer epochs at its own moments, while the
