@@ -39,6 +39,7 @@ class JoinReactor final : public grpc::ServerUnaryReactor {
     info.node_rank = request.node_rank();
     info.newest_epoch = request.newest_epoch();
     info.last_step = request.last_step();
+    info.data_plane_protocol = request.data_plane_protocol();
     // The callback may run inline, or later on another thread; after Finish the reactor may be
     // gone, so what follows Join() only touches the shared state.
     std::shared_ptr<State> state = state_;

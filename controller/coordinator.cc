@@ -146,6 +146,13 @@ absl::Status Coordinator::CheckJoiner(const JoinRequestInfo& r) const {
   }
   for (const Joiner& j : joiners_) {
     const JoinRequestInfo& o = j.request;
+    if (o.data_plane_protocol != r.data_plane_protocol) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "join: the daemons run different gravac builds: node '%s' speaks data-plane protocol "
+          "%d, node '%s' protocol %d (0 = a build from before 2026-12-03); run the same build on "
+          "every node",
+          o.node_name, o.data_plane_protocol, r.node_name, r.data_plane_protocol));
+    }
     if (o.world_size != r.world_size) {
       return absl::InvalidArgumentError(
           absl::StrFormat("join: world_size disagrees: node '%s' says %d, node '%s' says %d",
@@ -169,7 +176,8 @@ std::optional<int> Coordinator::MatchAssembled(const JoinRequestInfo& r) const {
   for (const NodeEntry& n : nodes_) {
     if (r.rejoin && n.node_rank != r.node_rank) continue;
     if (n.node_name == r.node_name && n.first_rank == r.first_rank &&
-        n.local_count == r.local_count && r.world_size == world_size_) {
+        n.local_count == r.local_count && r.world_size == world_size_ &&
+        r.data_plane_protocol == data_plane_protocol_) {
       return n.node_rank;
     }
   }
@@ -262,6 +270,7 @@ void Coordinator::CompleteRound() {
     max_step = std::max(max_step, r.last_step);
   }
   world_size_ = joiners.front().request.world_size;
+  data_plane_protocol_ = joiners.front().request.data_plane_protocol;
   for (size_t i = 0; i < joiners.size(); ++i) {
     const JoinRequestInfo& r = joiners[i].request;
     NodeEntry entry{static_cast<int>(i), r.node_name, r.first_rank, r.local_count,

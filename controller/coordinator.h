@@ -97,6 +97,7 @@ struct JoinRequestInfo {
   int node_rank = 0;         // rejoin only
   int64_t newest_epoch = 0;  // rejoin only
   int64_t last_step = -1;    // rejoin only
+  uint32_t data_plane_protocol = 0;  // daemon/engine/protocol.h; the same on every node
 };
 
 struct NodeEntry {
@@ -245,6 +246,7 @@ class Coordinator {
   // The assembled job (empty before).
   std::vector<NodeEntry> nodes_ ABSL_GUARDED_BY(mu_);
   int world_size_ ABSL_GUARDED_BY(mu_) = 0;
+  uint32_t data_plane_protocol_ ABSL_GUARDED_BY(mu_) = 0;  // of the assembled job
   std::vector<NodeStatusInfo> node_status_ ABSL_GUARDED_BY(mu_);
   // Policy and decisions.
   policy::GravacPolicy policy_ ABSL_GUARDED_BY(mu_);

@@ -159,6 +159,7 @@ absl::StatusOr<JoinResult> ControllerClient::Impl::Join(const JoinInfo& info) {
   request.set_local_count(info.local_count);
   request.set_world_size(info.world_size);
   request.set_transport_address(info.transport_address);
+  request.set_data_plane_protocol(info.data_plane_protocol);
   const absl::Time deadline = absl::Now() + options_.join_timeout;
   absl::Duration backoff = options_.reconnect_initial;
   absl::StatusOr<v1::JoinResponse> response;
@@ -209,6 +210,7 @@ bool ControllerClient::Impl::Rejoin() {
     request.set_local_count(info_.local_count);
     request.set_world_size(info_.world_size);
     request.set_transport_address(info_.transport_address);
+    request.set_data_plane_protocol(info_.data_plane_protocol);
     request.set_rejoin(true);
     request.set_node_rank(joined_.node_rank);
     request.set_newest_epoch(newest_.epoch);

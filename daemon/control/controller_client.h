@@ -30,6 +30,7 @@
 #include "absl/time/time.h"
 #include "core/logging.h"
 #include "daemon/daemon_metrics.h"
+#include "daemon/engine/protocol.h"
 #include "daemon/engine/types.h"
 
 namespace gravac::daemon {
@@ -62,6 +63,7 @@ struct JoinInfo {
   int local_count = 0;            // workers on this node
   int world_size = 0;             // workers in the job
   std::string transport_address;  // opaque data-plane address blob of this daemon
+  uint32_t data_plane_protocol = kDataPlaneProtocol;  // must be the same on every node
 };
 
 // What the controller answers once every daemon joined.

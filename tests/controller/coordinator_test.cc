@@ -157,6 +157,41 @@ TEST(CoordinatorJoin, OverlappingRanksNameBothNodes) {
   }
 }
 
+// Daemons of different builds (data-plane protocols) never form a job: the round fails on both,
+// naming both nodes and versions; equal protocols assemble, and a daemon of another build cannot
+// take an assembled node's place.
+TEST(CoordinatorJoin, DifferentDataPlaneProtocolsNameBothNodes) {
+  auto c = Make(Options(2));
+  JoinSlot a, b;
+  JoinRequestInfo old_build = Node("a", 0, 2, 4), new_build = Node("b", 2, 2, 4);
+  old_build.data_plane_protocol = 0;
+  new_build.data_plane_protocol = 1;
+  c->Join(old_build, a.callback());
+  c->Join(new_build, b.callback());
+  for (JoinSlot* s : {&a, &b}) {
+    ASSERT_TRUE(s->result.has_value());
+    EXPECT_THAT(*s->result,
+                StatusIs(absl::StatusCode::kFailedPrecondition,
+                         AllOf(HasSubstr("different gravac builds"),
+                               HasSubstr("node 'a' speaks data-plane protocol 0"),
+                               HasSubstr("node 'b' protocol 1"))));
+  }
+  EXPECT_EQ(c->Status().joined_nodes, 0);
+
+  JoinSlot a1, b1, again;
+  old_build.data_plane_protocol = 1;
+  c->Join(old_build, a1.callback());
+  c->Join(new_build, b1.callback());
+  ASSERT_TRUE(a1.result.has_value() && b1.result.has_value());
+  EXPECT_THAT(*a1.result, IsOk());
+  EXPECT_THAT(*b1.result, IsOk());
+  new_build.data_plane_protocol = 2;  // node 'b' restarted with another build
+  c->Join(new_build, again.callback());
+  ASSERT_TRUE(again.result.has_value());
+  EXPECT_THAT(*again.result, StatusIs(absl::StatusCode::kFailedPrecondition,
+                                      HasSubstr("already assembled")));
+}
+
 TEST(CoordinatorJoin, WorldSizeDisagreement) {
   auto c = Make(Options(2));
   JoinSlot a, b;

@@ -25,6 +25,7 @@ using ::gravac::controller::ControllerServerOptions;
 using ::gravac::testing::IsOk;
 using ::gravac::testing::StatusIs;
 using ::testing::ElementsAre;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 // Polls `done` every 5 ms for at most `timeout`.
@@ -217,6 +218,24 @@ TEST(ControllerClient, InconsistentJoinFailsEveryDaemonWithTheReason) {
   auto joined = JoinAll({c0.get(), c1.get()}, {Info(0, 2), bad});
   for (const auto& r : joined) {
     EXPECT_THAT(r, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("world_size disagrees")));
+  }
+}
+
+// A daemon of an older build (no data-plane protocol in its JoinRequest) and one of this build
+// never form a job: both joins fail at start-up with both versions named.
+TEST(ControllerClient, DaemonsOfDifferentBuildsFailTheJoin) {
+  ASSERT_OK_AND_ASSIGN(auto server, ControllerServer::Start(ServerOptions(2)));
+  auto c0 = Client(server->port());
+  auto c1 = Client(server->port());
+  JoinInfo older = Info(1, 2);
+  older.data_plane_protocol = 0;
+  EXPECT_EQ(Info(0, 2).data_plane_protocol, kDataPlaneProtocol);
+  auto joined = JoinAll({c0.get(), c1.get()}, {Info(0, 2), older});
+  for (const auto& r : joined) {
+    EXPECT_THAT(r, StatusIs(absl::StatusCode::kFailedPrecondition,
+                            AllOf(HasSubstr("different gravac builds"),
+                                  HasSubstr(absl::StrFormat("protocol %d", kDataPlaneProtocol)),
+                                  HasSubstr("protocol 0"))));
   }
 }
 
