@@ -30,7 +30,13 @@ gravacctl, the gravac Python package and gravac-netemu (--build_dir, --netemu).
 
 With --repeat N every configuration runs N times, round by round (so slow drifts of a shared host
 hit every configuration alike); each round writes its own table and plots into round<k>/ and
-summary.md / summary.json give every round's time to target and the medians.
+summary.md / summary.json give every round's time to target and the medians. --seeds 0,1,2
+runs one round per seed (times --repeat): the seed fixes the train/test split, the initial
+weights and the shuffling, so rounds of different seeds sample the accuracy's variation too,
+while rounds of one seed differ only in timing (and in GraVAC's timing-dependent decisions).
+The summary also gives each round's time to "dense quality" (dense's final accuracy in that
+round less --dense_margin points, the issue's accuracy bar) and, for every GraVAC run, in how
+many rounds it reached each target before each other run.
 
 Every job runs in its own process group and is killed after --run_timeout_s; the emulated
 cluster of the DDP run is destroyed on exit. Exits 0 when every run finished, 1 otherwise, 77
@@ -265,7 +271,8 @@ def summarize(name, res, target):
             "bytes_source": res["bytes_source"], "wall_s": res["wall_s"],
             "load_before": res["load_before"], "load_after": res["load_after"],
             "theta_mean": (sum(r.get("theta_mean") or 0 for r in recs) / len(recs)
-                           if recs and name.startswith("gravac") else None)}
+                           if recs and name.startswith("gravac") else None),
+            "curve": [[r["epoch"], r["time_s"], r["test_accuracy"]] for r in recs]}
 
 
 def mlp_parameters(hidden):
@@ -416,9 +423,16 @@ def main():
     p.add_argument("--runs", default=",".join(RUNS), help="comma-separated subset of: "
                    + ", ".join(RUNS) + " (or any staticN)")
     p.add_argument("--quick", action="store_true", help="1 epoch per run (smoke check)")
+    p.add_argument("--summarize", nargs="+", metavar="ROUND_DIR", default=None,
+                   help="write summary.md into --out_dir from the results.json of earlier "
+                        "rounds (their own out_dirs); runs nothing")
     p.add_argument("--plot_only", action="store_true",
                    help="redraw the PNGs from the files of an earlier run in --out_dir")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seeds", default="",
+                   help="comma-separated seeds, one round each (overrides --seed)")
+    p.add_argument("--dense_margin", type=float, default=0.5,
+                   help="points below dense's final accuracy that count as dense quality")
     p.add_argument("--batch_size", type=int, default=16, help="samples per rank per step")
     p.add_argument("--hidden", type=int, nargs=2, default=(2048, 1024), metavar=("H1", "H2"),
                    help="hidden layer widths of the MLP (2048 1024: 2.2 M parameters)")
@@ -446,6 +460,14 @@ def main():
     args.gravacrun = os.path.join(args.build_dir, "runner", "gravacrun")
     args.netemu = args.netemu or find_netemu(args.build_dir)
     pythonpath = os.path.join(args.build_dir, "client", "python")
+
+    if args.summarize:
+        rounds = [read_round(d) for d in args.summarize]
+        names = [n for n in names if any(r["run"] == n for rnd in rounds for r in rnd["rows"])]
+        path, table = write_summary(args, names, rounds)
+        print(table)
+        print("compare.py: wrote %s" % path)
+        return 0
 
     if args.plot_only:
         results = {}
@@ -483,16 +505,19 @@ def main():
     env["PYTHONPATH"] = os.pathsep.join(x for x in (pythonpath, env.get("PYTHONPATH")) if x)
     env.setdefault("GRAVACCTL", os.path.join(args.build_dir, "controller", "ctl", "gravacctl"))
 
-    if args.repeat <= 1:
+    seeds = [int(x) for x in args.seeds.split(",") if x.strip()] or [args.seed]
+    plan = [seed for _ in range(args.repeat) for seed in seeds]
+    if len(plan) <= 1:
         return 0 if run_round(args, names, env) else 1
     base, rounds = args.out_dir, []
-    for k in range(1, args.repeat + 1):
+    for k, seed in enumerate(plan, 1):
         args.out_dir = os.path.join(base, "round%d" % k)
+        args.seed = seed
         os.makedirs(args.out_dir, exist_ok=True)
-        print("compare.py: round %d of %d into %s" % (k, args.repeat, args.out_dir), flush=True)
+        print("compare.py: round %d of %d (seed %d) into %s" % (k, len(plan), seed, args.out_dir),
+              flush=True)
         ok = run_round(args, names, env)
-        with open(os.path.join(args.out_dir, "results.json")) as f:
-            rounds.append(json.load(f)["rows"])
+        rounds.append(read_round(args.out_dir))
         if not ok:
             print("compare.py: round %d had a failed run" % k, file=sys.stderr)
     args.out_dir = base
@@ -500,7 +525,18 @@ def main():
     print(table)
     print("compare.py: wrote %s" % path)
     return 0 if all(r["rc"] == 0 and r["epochs"] == args.epochs
-                    for rows in rounds for r in rows) else 1
+                    for rnd in rounds for r in rnd["rows"]) else 1
+
+
+def read_round(out_dir):
+    """{"seed", "dir", "rows"} of one round from its results.json."""
+    with open(os.path.join(out_dir, "results.json")) as f:
+        data = json.load(f)
+    for row in data["rows"]:  # rounds written before rows kept their curve
+        if "curve" not in row:
+            row["curve"] = [[r["epoch"], r["time_s"], r["test_accuracy"]]
+                            for r in read_jsonl(os.path.join(out_dir, row["run"] + ".jsonl"))]
+    return {"seed": data["args"]["seed"], "dir": out_dir, "rows": data["rows"]}
 
 
 def run_round(args, names, env):
@@ -541,49 +577,115 @@ def median(values):
     return v[len(v) // 2] if len(v) % 2 else 0.5 * (v[len(v) // 2 - 1] + v[len(v) // 2])
 
 
+def time_to(row, target):
+    """(training time, epoch) of the first epoch at or above target in a row's curve."""
+    for epoch, t, acc in (row or {}).get("curve") or []:
+        if acc is not None and acc >= target - 1e-9:
+            return t, epoch
+    return None, None
+
+
+def dense_quality(rnd, margin):
+    """The round's dense-quality accuracy: dense's final accuracy less margin points."""
+    dense = next((r for r in rnd["rows"] if r["run"] == "dense"), None)
+    if not dense or dense.get("final_acc") is None:
+        return None
+    return dense["final_acc"] - margin / 100.0
+
+
+def paired(a, b):
+    """Who reached first in one round: 'ahead' (a), 'behind', 'tie' or 'neither'."""
+    if a is None and b is None:
+        return "neither"
+    if b is None or (a is not None and a < b):
+        return "ahead"
+    if a is None or b < a:
+        return "behind"
+    return "tie"
+
+
 def write_summary(args, names, rounds):
-    """summary.md / summary.json over --repeat rounds: per run, every round's time to target
-    and the medians (a run that misses the target in a round counts as not reaching it there;
-    the median is over the rounds that reached it, with how many did)."""
+    """summary.md / summary.json over rounds: per run, every round's time to --target and to
+    dense quality and the medians (a run that misses a target in a round counts as not reaching
+    it there; the median is over the rounds that reached it, with how many did), then each
+    GraVAC run's round-by-round standing against every other run."""
+    labels = ["%d (seed %d)" % (k, rnd["seed"]) for k, rnd in enumerate(rounds, 1)]
+    quality = [dense_quality(rnd, args.dense_margin) for rnd in rounds]
     lines = ["# End-to-end comparison, %d rounds (issue #5, BENCHMARKS.md item 8)" % len(rounds),
-             "", "Each round runs every configuration once, in the order %s; the rounds are in "
-             "round1/ .. round%d/ (their own results.md and plots). %d epochs, seed %d, target "
-             "accuracy %.3f, links %s, host %d CPUs." % (", ".join(names), len(rounds),
-                                                         args.epochs, args.seed, args.target,
-                                                         args.link, os.cpu_count()), "",
+             "", "Each round runs every configuration once, in the order %s. Rounds: %s; each "
+             "has its own results.md and plots. %d epochs, target accuracy %.3f, links %s, "
+             "host %d CPUs. Dense quality = dense's final accuracy in the round less %.2f "
+             "points: %s." % (", ".join(names), ", ".join(labels), args.epochs, args.target,
+                              args.link, os.cpu_count(), args.dense_margin,
+                              " / ".join(fmt(q, "%.4f") for q in quality)), "",
              "| run | time to %.3f per round (s) | median (s) | rounds reaching it | epoch "
-             "reached (median) | final acc (median) | mean step per round (ms) | median step "
-             "(ms) | bytes vs dense |" % args.target,
-             "|---|---|---|---|---|---|---|---|---|"]
-    summary = []
+             "reached (median) | time to dense quality per round (s) | median (s) | rounds "
+             "reaching it | final acc per round | mean step per round (ms) | bytes vs dense |"
+             % args.target,
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    summary, times = [], {}
     for name in names:
-        rows = [next((r for r in rr if r["run"] == name), None) for rr in rounds]
-        rows = [r for r in rows if r is not None]
-        dense = [next((r for r in rr if r["run"] == "dense"), None) for rr in rounds]
+        rows = [next((r for r in rnd["rows"] if r["run"] == name), None) for rnd in rounds]
+        dense = [next((r for r in rnd["rows"] if r["run"] == "dense"), None) for rnd in rounds]
         ratios = [r["bytes_sent"] / d["bytes_sent"] for r, d in zip(rows, dense)
-                  if d and d.get("bytes_sent") and r.get("bytes_sent") is not None]
-        item = {"run": name,
-                "time_to_target_s": [r["time_to_target_s"] for r in rows],
-                "median_time_to_target_s": median(r["time_to_target_s"] for r in rows),
-                "reached": sum(r["time_to_target_s"] is not None for r in rows),
-                "median_epoch_to_target": median(r["epoch_to_target"] for r in rows),
-                "median_final_acc": median(r["final_acc"] for r in rows),
-                "step_ms": [r["step_ms"] for r in rows],
-                "median_step_ms": median(r["step_ms"] for r in rows),
+                  if r and d and d.get("bytes_sent") and r.get("bytes_sent") is not None]
+        ttt = [r and r["time_to_target_s"] for r in rows]
+        tdq = [time_to(r, q)[0] if q is not None else None for r, q in zip(rows, quality)]
+        times[name] = (ttt, tdq)
+        item = {"run": name, "seeds": [rnd["seed"] for rnd in rounds],
+                "time_to_target_s": ttt,
+                "median_time_to_target_s": median(ttt),
+                "reached": sum(t is not None for t in ttt),
+                "median_epoch_to_target": median(r and r["epoch_to_target"] for r in rows),
+                "time_to_dense_quality_s": tdq,
+                "median_time_to_dense_quality_s": median(tdq),
+                "reached_dense_quality": sum(t is not None for t in tdq),
+                "final_acc": [r and r["final_acc"] for r in rows],
+                "median_final_acc": median(r and r["final_acc"] for r in rows),
+                "step_ms": [r and r["step_ms"] for r in rows],
+                "median_step_ms": median(r and r["step_ms"] for r in rows),
                 "median_bytes_vs_dense": median(ratios)}
         summary.append(item)
-        lines.append("| %s | %s | %s | %d of %d | %s | %s | %s | %s | %s |" % (
-            name, " / ".join(fmt(t, "%.1f", "—") for t in item["time_to_target_s"]),
+        lines.append("| %s | %s | %s | %d of %d | %s | %s | %s | %d of %d | %s | %s | %s |" % (
+            name, " / ".join(fmt(t, "%.1f", "—") for t in ttt),
             fmt(item["median_time_to_target_s"], "%.1f"), item["reached"], len(rows),
-            fmt(item["median_epoch_to_target"], "%g"), fmt(item["median_final_acc"], "%.4f"),
+            fmt(item["median_epoch_to_target"], "%g"),
+            " / ".join(fmt(t, "%.1f", "—") for t in tdq),
+            fmt(item["median_time_to_dense_quality_s"], "%.1f"), item["reached_dense_quality"],
+            len(rows), " / ".join(fmt(a, "%.4f", "—") for a in item["final_acc"]),
             " / ".join(fmt(t, "%.0f", "—") for t in item["step_ms"]),
-            fmt(item["median_step_ms"], "%.0f"), fmt(item["median_bytes_vs_dense"], "%.3f")))
+            fmt(item["median_bytes_vs_dense"], "%.3f")))
+    standings = []
+    gravac = [n for n in names if n.startswith("gravac")]
+    if gravac:
+        lines += ["", "Round by round, rounds in which each GraVAC run reached the target "
+                  "before / after / at the same time as the other run (— where neither did):",
+                  "", "| GraVAC run | against | time to %.3f: ahead / behind / tie / neither | "
+                  "time to dense quality: ahead / behind / tie / neither |" % args.target,
+                  "|---|---|---|---|"]
+        for g in gravac:
+            for other in names:
+                if other == g:
+                    continue
+                counts = []
+                for which in (0, 1):
+                    c = {"ahead": 0, "behind": 0, "tie": 0, "neither": 0}
+                    for a, b in zip(times[g][which], times[other][which]):
+                        c[paired(a, b)] += 1
+                    counts.append(c)
+                standings.append({"gravac": g, "against": other, "target": counts[0],
+                                  "dense_quality": counts[1]})
+                lines.append("| %s | %s | %s | %s |" % (g, other, *(
+                    "%d / %d / %d / %d" % (c["ahead"], c["behind"], c["tie"], c["neither"])
+                    for c in counts)))
     lines.append("")
     path = os.path.join(args.out_dir, "summary.md")
+    os.makedirs(args.out_dir, exist_ok=True)
     with open(path, "w") as f:
         f.write("\n".join(lines))
     with open(os.path.join(args.out_dir, "summary.json"), "w") as f:
-        json.dump({"runs": summary, "rounds": rounds}, f, indent=1)
+        json.dump({"runs": summary, "standings": standings, "rounds": rounds,
+                   "dense_quality": quality}, f, indent=1)
     return path, "\n".join(lines)
 
 

@@ -1,0 +1,85 @@
+"""Checks compare.py's multi-round summary (time to target, dense quality, paired standings)
+on rounds whose curves are known, through its --summarize command line."""
+
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import compare  # noqa: E402
+
+
+def row(run, curve, target=0.96, step_ms=50.0, sent=1.0):
+    reached = next(((t, e) for e, t, a in curve if a >= target), (None, None))
+    return {"run": run, "rc": 0, "epochs": len(curve), "final_acc": curve[-1][2],
+            "time_s": curve[-1][1], "time_to_target_s": reached[0],
+            "epoch_to_target": reached[1], "step_ms": step_ms, "bytes_sent": sent,
+            "curve": [list(c) for c in curve]}
+
+
+def write_round(directory, seed, rows):
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, "results.json"), "w") as f:
+        json.dump({"rows": rows, "args": {"seed": seed}}, f)
+
+
+def test_time_to_takes_the_first_epoch_at_or_above_the_target():
+    r = row("x", [(1, 1.0, 0.90), (2, 2.0, 0.9694), (3, 3.0, 0.95), (4, 4.0, 0.97)])
+    assert compare.time_to(r, 0.9694) == (2.0, 2)
+    assert compare.time_to(r, 0.97) == (4.0, 4)
+    assert compare.time_to(r, 0.99) == (None, None)
+    assert compare.time_to({"run": "old"}, 0.5) == (None, None)  # rounds without curves
+
+
+def test_paired_counts_a_miss_as_behind():
+    assert compare.paired(1.0, 2.0) == "ahead"
+    assert compare.paired(2.0, 1.0) == "behind"
+    assert compare.paired(1.0, None) == "ahead"
+    assert compare.paired(None, 1.0) == "behind"
+    assert compare.paired(1.5, 1.5) == "tie"
+    assert compare.paired(None, None) == "neither"
+
+
+def test_summary_of_two_seeds(tmp_path):
+    # Seed 3: dense ends at 0.98 (dense quality 0.975); GraVAC reaches 0.96 at 5 s and 0.975
+    # at 6 s, static10 at 6 s and 8 s. Seed 4: dense ends at 0.97 (quality 0.965); GraVAC never
+    # reaches 0.96, static10 does at 7 s and reaches 0.965 at 9 s.
+    write_round(tmp_path / "a", 3, [
+        row("dense", [(1, 10.0, 0.95), (2, 20.0, 0.98)], sent=100.0),
+        row("static10", [(1, 4.0, 0.90), (2, 6.0, 0.965), (3, 8.0, 0.976)], sent=10.0),
+        row("gravac_geometric", [(1, 3.0, 0.91), (2, 5.0, 0.961), (3, 6.0, 0.975)], sent=8.0),
+    ])
+    write_round(tmp_path / "b", 4, [
+        row("dense", [(1, 10.0, 0.95), (2, 20.0, 0.97)], sent=100.0),
+        row("static10", [(1, 4.0, 0.90), (2, 7.0, 0.962), (3, 9.0, 0.966)], sent=12.0),
+        row("gravac_geometric", [(1, 3.0, 0.91), (2, 5.0, 0.95), (3, 6.0, 0.955)], sent=6.0),
+    ])
+    out = tmp_path / "summary"
+    proc = subprocess.run(
+        [sys.executable, os.path.join(HERE, "compare.py"), "--summarize", str(tmp_path / "a"),
+         str(tmp_path / "b"), "--out_dir", str(out), "--target", "0.96",
+         "--runs", "dense,static10,gravac_geometric,static100"],
+        capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    with open(out / "summary.json") as f:
+        summary = json.load(f)
+    assert [round(q, 4) for q in summary["dense_quality"]] == [0.975, 0.965]
+    runs = {r["run"]: r for r in summary["runs"]}
+    assert set(runs) == {"dense", "static10", "gravac_geometric"}  # static100 ran in no round
+    g, s = runs["gravac_geometric"], runs["static10"]
+    assert g["seeds"] == [3, 4]
+    assert g["time_to_target_s"] == [5.0, None] and g["reached"] == 1
+    assert g["time_to_dense_quality_s"] == [6.0, None]
+    assert s["time_to_target_s"] == [6.0, 7.0] and s["median_time_to_target_s"] == 6.5
+    assert s["time_to_dense_quality_s"] == [8.0, 9.0]
+    assert runs["dense"]["time_to_dense_quality_s"] == [20.0, 20.0]
+    assert g["median_bytes_vs_dense"] == (0.08 + 0.06) / 2
+    standing = next(x for x in summary["standings"]
+                    if x["gravac"] == "gravac_geometric" and x["against"] == "static10")
+    assert standing["target"] == {"ahead": 1, "behind": 1, "tie": 0, "neither": 0}
+    assert standing["dense_quality"] == {"ahead": 1, "behind": 1, "tie": 0, "neither": 0}
+    text = (out / "summary.md").read_text()
+    assert "1 (seed 3), 2 (seed 4)" in text
+    assert "| gravac_geometric | static10 | 1 / 1 / 0 / 0 | 1 / 1 / 0 / 0 |" in text
