@@ -620,9 +620,9 @@ def write_summary(args, names, rounds):
                               " / ".join(fmt(q, "%.4f") for q in quality)), "",
              "| run | time to %.3f per round (s) | median (s) | rounds reaching it | epoch "
              "reached (median) | time to dense quality per round (s) | median (s) | rounds "
-             "reaching it | final acc per round | mean step per round (ms) | bytes vs dense |"
-             % args.target,
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "reaching it | final acc Δ vs dense per round (pts) | rounds within %.2f pts | mean step "
+             "per round (ms) | bytes vs dense |" % (args.target, args.dense_margin),
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     summary, times = [], {}
     for name in names:
         rows = [next((r for r in rnd["rows"] if r["run"] == name), None) for rnd in rounds]
@@ -631,6 +631,9 @@ def write_summary(args, names, rounds):
                   if r and d and d.get("bytes_sent") and r.get("bytes_sent") is not None]
         ttt = [r and r["time_to_target_s"] for r in rows]
         tdq = [time_to(r, q)[0] if q is not None else None for r, q in zip(rows, quality)]
+        delta = [100 * (r["final_acc"] - d["final_acc"])
+                 if r and d and r.get("final_acc") is not None and d.get("final_acc") is not None
+                 else None for r, d in zip(rows, dense)]
         times[name] = (ttt, tdq)
         item = {"run": name, "seeds": [rnd["seed"] for rnd in rounds],
                 "time_to_target_s": ttt,
@@ -642,17 +645,22 @@ def write_summary(args, names, rounds):
                 "reached_dense_quality": sum(t is not None for t in tdq),
                 "final_acc": [r and r["final_acc"] for r in rows],
                 "median_final_acc": median(r and r["final_acc"] for r in rows),
+                "final_acc_vs_dense_pts": delta,
+                "within_dense_margin": sum(x is not None and x >= -args.dense_margin - 1e-6
+                                           for x in delta),
                 "step_ms": [r and r["step_ms"] for r in rows],
                 "median_step_ms": median(r and r["step_ms"] for r in rows),
                 "median_bytes_vs_dense": median(ratios)}
         summary.append(item)
-        lines.append("| %s | %s | %s | %d of %d | %s | %s | %s | %d of %d | %s | %s | %s |" % (
+        lines.append("| %s | %s | %s | %d of %d | %s | %s | %s | %d of %d | %s | %d of %d | %s "
+                     "| %s |" % (
             name, " / ".join(fmt(t, "%.1f", "—") for t in ttt),
             fmt(item["median_time_to_target_s"], "%.1f"), item["reached"], len(rows),
             fmt(item["median_epoch_to_target"], "%g"),
             " / ".join(fmt(t, "%.1f", "—") for t in tdq),
             fmt(item["median_time_to_dense_quality_s"], "%.1f"), item["reached_dense_quality"],
-            len(rows), " / ".join(fmt(a, "%.4f", "—") for a in item["final_acc"]),
+            len(rows), " / ".join(fmt(x, "%+.2f", "—") for x in delta),
+            item["within_dense_margin"], sum(x is not None for x in delta),
             " / ".join(fmt(t, "%.0f", "—") for t in item["step_ms"]),
             fmt(item["median_bytes_vs_dense"], "%.3f")))
     standings = []

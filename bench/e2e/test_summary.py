@@ -76,6 +76,9 @@ def test_summary_of_two_seeds(tmp_path):
     assert s["time_to_dense_quality_s"] == [8.0, 9.0]
     assert runs["dense"]["time_to_dense_quality_s"] == [20.0, 20.0]
     assert g["median_bytes_vs_dense"] == (0.08 + 0.06) / 2
+    # final accuracy against dense: seed 3 -0.50 points (within), seed 4 -1.50 (not)
+    assert [round(x, 2) for x in g["final_acc_vs_dense_pts"]] == [-0.5, -1.5]
+    assert g["within_dense_margin"] == 1 and s["within_dense_margin"] == 2
     standing = next(x for x in summary["standings"]
                     if x["gravac"] == "gravac_geometric" and x["against"] == "static10")
     assert standing["target"] == {"ahead": 1, "behind": 1, "tie": 0, "neither": 0}
