@@ -135,7 +135,8 @@ def training_args(args, name):
               "--batch-size", str(args.batch_size), "--hidden"] + [str(h) for h in args.hidden]
     own = list(run_flags(name) or [])
     if own and own[1] == "gravac":
-        own += ["--window", str(args.window), "--eval-steps", str(args.eval_steps)]
+        own += ["--window", str(args.window), "--eval-steps", str(args.eval_steps),
+                "--theta-max", "%g" % args.theta_max]
     return common + own
 
 
@@ -291,11 +292,11 @@ def write_table(args, rows, load_start, load_end):
              "2 nodes x 2 workers, links %s (gravacrun --link / gravac-netemu --rate %g), "
              "train_digits.py MLP 64-%d-%d-10 (%.1f M parameters), %d epochs, seed %d, "
              "batch %d/rank, "
-             "GraVAC window %d, eval_steps %d, target accuracy %.3f. Host: %d CPUs, load average "
+             "GraVAC window %d, eval_steps %d, θ_max %g, target accuracy %.3f. Host: %d CPUs, load average "
              "(1/5/15 min) %s at start, %s at end."
              % (args.link, args.rate, args.hidden[0], args.hidden[1], mlp_parameters(args.hidden) / 1e6,
                 args.epochs, args.seed, args.batch_size, args.window, args.eval_steps,
-                args.target, os.cpu_count(), "/".join("%.2f" % v for v in load_start),
+                args.theta_max, args.target, os.cpu_count(), "/".join("%.2f" % v for v in load_start),
                 "/".join("%.2f" % v for v in load_end)), "",
              "| run | rc | final acc | Δ vs dense (pts) | time to %.3f (s) | epoch reached | "
              "train time (s) | bytes sent (MB) | vs dense | mean step (ms) | mean θ | "
@@ -441,6 +442,8 @@ def main():
     p.add_argument("--window", type=int, default=10, help="GraVAC window (steps)")
     p.add_argument("--eval_steps", type=int, default=22,
                    help="GraVAC steps per candidate (22 = one epoch here)")
+    p.add_argument("--theta_max", type=float, default=10000,
+                   help="GraVAC θ_max (the search's last candidate)")
     p.add_argument("--epsilon", type=float, default=0.75, help="only drawn in the gain plot")
     p.add_argument("--build_dir", default=os.path.join(REPO, "build"))
     p.add_argument("--netemu", default="", help="gravac-netemu (default: in --build_dir)")
