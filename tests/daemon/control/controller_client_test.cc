@@ -98,6 +98,16 @@ std::vector<absl::StatusOr<JoinResult>> JoinAll(std::vector<ControllerClient*> c
   return results;
 }
 
+// The join results of a fresh 2-node job whose node 0 joins with Info(0, 2) and node 1 with
+// `second`, both at once.
+std::vector<absl::StatusOr<JoinResult>> JoinPairWith(const JoinInfo& second) {
+  auto server = ControllerServer::Start(ServerOptions(2));
+  if (!server.ok()) return {server.status(), server.status()};
+  auto c0 = Client((*server)->port());
+  auto c1 = Client((*server)->port());
+  return JoinAll({c0.get(), c1.get()}, {Info(0, 2), second});
+}
+
 // One step of node `node` under the decision it holds (gain 0.9 at every θ: above ε).
 NodeStepStats Step(int node, int64_t step, const JobDecision& d) {
   NodeStepStats s;
@@ -210,12 +220,10 @@ TEST(ControllerClient, MetricsFollowTheDecisionStream) {
 }
 
 TEST(ControllerClient, InconsistentJoinFailsEveryDaemonWithTheReason) {
-  ASSERT_OK_AND_ASSIGN(auto server, ControllerServer::Start(ServerOptions(2)));
-  auto c0 = Client(server->port());
-  auto c1 = Client(server->port());
   JoinInfo bad = Info(1, 2);
   bad.world_size = 6;
-  auto joined = JoinAll({c0.get(), c1.get()}, {Info(0, 2), bad});
+  auto joined = JoinPairWith(bad);
+  ASSERT_EQ(joined.size(), 2u);
   for (const auto& r : joined) {
     EXPECT_THAT(r, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("world_size disagrees")));
   }
@@ -224,13 +232,11 @@ TEST(ControllerClient, InconsistentJoinFailsEveryDaemonWithTheReason) {
 // A daemon of an older build (no data-plane protocol in its JoinRequest) and one of this build
 // never form a job: both joins fail at start-up with both versions named.
 TEST(ControllerClient, DaemonsOfDifferentBuildsFailTheJoin) {
-  ASSERT_OK_AND_ASSIGN(auto server, ControllerServer::Start(ServerOptions(2)));
-  auto c0 = Client(server->port());
-  auto c1 = Client(server->port());
   JoinInfo older = Info(1, 2);
   older.data_plane_protocol = 0;
   EXPECT_EQ(Info(0, 2).data_plane_protocol, kDataPlaneProtocol);
-  auto joined = JoinAll({c0.get(), c1.get()}, {Info(0, 2), older});
+  auto joined = JoinPairWith(older);
+  ASSERT_EQ(joined.size(), 2u);
   for (const auto& r : joined) {
     EXPECT_THAT(r, StatusIs(absl::StatusCode::kFailedPrecondition,
                             AllOf(HasSubstr("different gravac builds"),
