@@ -261,19 +261,18 @@ def run_ddp(args, env):
 def summarize(name, res, target):
     recs = res["records"]
     final = recs[-1] if recs else {}
-    ttt = next((r["time_s"] for r in recs if r["test_accuracy"] >= target), None)
+    curve = [[r["epoch"], r["time_s"], r["test_accuracy"]] for r in recs]
+    ttt, epoch = time_to({"curve": curve}, target)
     return {"run": name, "rc": res["rc"], "epochs": len(recs),
             "final_acc": final.get("test_accuracy"), "time_s": final.get("time_s"),
-            "time_to_target_s": ttt,
-            "epoch_to_target": next((r["epoch"] for r in recs if r["test_accuracy"] >= target),
-                                    None),
+            "time_to_target_s": ttt, "epoch_to_target": epoch,
             "step_ms": 1000 * final["step_time_s"] if final.get("step_time_s") else None,
             "bytes_sent": res["bytes_sent"], "bytes_dense": res["bytes_dense"],
             "bytes_source": res["bytes_source"], "wall_s": res["wall_s"],
             "load_before": res["load_before"], "load_after": res["load_after"],
             "theta_mean": (sum(r.get("theta_mean") or 0 for r in recs) / len(recs)
                            if recs and name.startswith("gravac") else None),
-            "curve": [[r["epoch"], r["time_s"], r["test_accuracy"]] for r in recs]}
+            "curve": curve}
 
 
 def mlp_parameters(hidden):
