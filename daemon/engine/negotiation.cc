@@ -189,11 +189,11 @@ Negotiator::Negotiator(int node_rank, std::vector<NodeLayout> layout, size_t cac
       cache_capacity_(std::max<size_t>(cache_capacity, 1)),
       max_step_listed_(layout_.size(), -1) {}
 
-uint32_t Negotiator::UseCached(std::string key, const TensorSpec& spec) {
+void Negotiator::RememberSpec(std::string key, const TensorSpec& spec) {
   if (auto it = cache_ids_.find(key); it != cache_ids_.end()) {
     CacheEntry& entry = cache_.at(it->second);
     recency_.splice(recency_.end(), recency_, entry.recency);
-    return it->second;
+    return;
   }
   // Ids only grow; after 2^32 of them the counter wraps and skips the ids still in use.
   while (cache_.contains(next_cache_id_)) ++next_cache_id_;
@@ -204,7 +204,6 @@ uint32_t Negotiator::UseCached(std::string key, const TensorSpec& spec) {
   recency_.push_back(id);
   cache_ids_.emplace(key, id);
   cache_.emplace(id, CacheEntry{std::move(stored), std::move(key), std::prev(recency_.end())});
-  return id;
 }
 
 void Negotiator::TrimCache() {
@@ -365,7 +364,7 @@ absl::StatusOr<CycleOutcome> Negotiator::Process(absl::Span<const NodeMessage> m
         e.spec.step = step;
         e.spec.samples = samples;
       } else {
-        UseCached(CacheKey(e.spec), e.spec);
+        RememberSpec(CacheKey(e.spec), e.spec);
       }
       auto [it, inserted] = pending_.try_emplace(e.spec.name);
       Pending& p = it->second;

@@ -136,8 +136,8 @@ class Negotiator {
   };
 
   static std::string CacheKey(const TensorSpec& spec);
-  // The cached spec's id, marking it the most recently listed; inserts the spec when it is new.
-  uint32_t UseCached(std::string key, const TensorSpec& spec);
+  // Marks the spec the most recently listed, inserting it under a new id when it is new.
+  void RememberSpec(std::string key, const TensorSpec& spec);
   // Drops the least recently listed specs beyond the capacity.
   void TrimCache();
   // Empty when the nodes agree, else the error message.
