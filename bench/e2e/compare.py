@@ -258,10 +258,15 @@ def run_ddp(args, env):
             "bytes_source": "eth0 tx of both namespaces"}
 
 
+def curve_of(recs):
+    """[epoch, training time, test accuracy] of every per-epoch record."""
+    return [[r["epoch"], r["time_s"], r["test_accuracy"]] for r in recs]
+
+
 def summarize(name, res, target):
     recs = res["records"]
     final = recs[-1] if recs else {}
-    curve = [[r["epoch"], r["time_s"], r["test_accuracy"]] for r in recs]
+    curve = curve_of(recs)
     ttt, epoch = time_to({"curve": curve}, target)
     return {"run": name, "rc": res["rc"], "epochs": len(recs),
             "final_acc": final.get("test_accuracy"), "time_s": final.get("time_s"),
@@ -536,8 +541,7 @@ def read_round(out_dir):
         data = json.load(f)
     for row in data["rows"]:  # rounds written before rows kept their curve
         if "curve" not in row:
-            row["curve"] = [[r["epoch"], r["time_s"], r["test_accuracy"]]
-                            for r in read_jsonl(os.path.join(out_dir, row["run"] + ".jsonl"))]
+            row["curve"] = curve_of(read_jsonl(os.path.join(out_dir, row["run"] + ".jsonl")))
     return {"seed": data["args"]["seed"], "dir": out_dir, "rows": data["rows"]}
 
 
