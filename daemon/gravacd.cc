@@ -31,7 +31,8 @@ constexpr SettingSpec kSettings[] = {
     {"node_name", "GRAVAC_NODE_NAME", "", "this node's name (default: the host name)"},
     {"node_rank", "GRAVAC_NODE_RANK", "-1",
      "this node's rank; -1 = first_rank / local_size (equal nodes)", SettingType::kInt},
-    {"nodes", "GRAVAC_NODES", "0", "nodes in the job; 0 = world_size / local_size",
+    {"nodes", "GRAVAC_NODES", "0",
+     "nodes in the job; 0 = world_size / local_size (given alone: checked against that)",
      SettingType::kInt},
     {"transport", "GRAVAC_TRANSPORT", "ucx", "data-plane transport backend"},
     {"ucx_tls", "GRAVAC_UCX_TLS", "", "UCX_TLS for the data plane (e.g. tcp)"},
@@ -162,11 +163,10 @@ absl::StatusOr<std::unique_ptr<MetricsEndpoint>> StartGravacdMetrics(const Grava
 
 absl::StatusOr<std::pair<int, int>> NodePlacement(int first_rank, int local_size, int world_size,
                                                   int node_rank_flag, int nodes_flag) {
-  if (node_rank_flag >= 0 || nodes_flag > 0) {
-    if (node_rank_flag < 0 || nodes_flag <= node_rank_flag) {
+  if (node_rank_flag >= 0) {
+    if (nodes_flag <= node_rank_flag) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "--node_rank (%d) and --nodes (%d) must be given together, 0 <= node_rank < nodes",
-          node_rank_flag, nodes_flag));
+          "--node_rank (%d) needs --nodes above it (--nodes is %d)", node_rank_flag, nodes_flag));
     }
     return std::make_pair(node_rank_flag, nodes_flag);
   }
@@ -176,7 +176,14 @@ absl::StatusOr<std::pair<int, int>> NodePlacement(int first_rank, int local_size
         "share of equal nodes; pass --node_rank and --nodes",
         first_rank, first_rank + local_size, world_size));
   }
-  return std::make_pair(first_rank / local_size, world_size / local_size);
+  const int nodes = world_size / local_size;
+  // --nodes alone (a job-wide setting, e.g. a Kubernetes ConfigMap) checks the derived count.
+  if (nodes_flag > 0 && nodes_flag != nodes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--nodes is %d, but the workers make %d nodes: %d ranks, %d on this node",
+        nodes_flag, nodes, world_size, local_size));
+  }
+  return std::make_pair(first_rank / local_size, nodes);
 }
 
 bool Gravacd::stop_requested() const {

@@ -109,7 +109,13 @@ TEST(NodePlacementTest, FromFlags) {
   EXPECT_THAT(*NodePlacement(3, 2, 5, 1, 2), Pair(1, 2));
   EXPECT_THAT(NodePlacement(0, 1, 2, 2, 2), StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(NodePlacement(0, 1, 2, 0, 0), StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(NodePlacement(0, 1, 2, -1, 2), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST(NodePlacementTest, NodesAloneChecksTheDerivedCount) {
+  EXPECT_THAT(*NodePlacement(2, 2, 4, -1, 2), Pair(1, 2));
+  EXPECT_THAT(NodePlacement(0, 2, 4, -1, 3),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--nodes is 3, but the workers make 2 nodes")));
 }
 
 TEST(NodePlacementTest, DerivedForEqualNodes) {
