@@ -1,0 +1,399 @@
+"""deploy/: the Kubernetes manifests agree with each other and with the programs, and their
+commands, run as processes on an emulated cluster, train a real job.
+
+No Kubernetes runs here. The emulated run plays the kubelet for the subset of the Pod spec the
+manifests use (command, args, env with values and fieldRefs, envFrom of ConfigMaps, hostPath
+volumes, the Service's name and ports) and fails on anything else, so a manifest that grows a
+field this emulation does not understand fails here instead of being run wrongly:
+- every pod runs in a network namespace of its node (gravac-netemu, 1 Gbit/s links, eth0 as in a
+  pod): the controller pod on node 0, a gravacd and one Job pod on each of nodes 1 and 2;
+- the image's /usr/local is a prefix that `cmake --install` of this build filled;
+- a hostPath volume is a folder per emulated node, so a pod sees the folder of its own node only;
+- the Service name resolves to the controller pod's address and its port to the target port.
+
+Environment (tests/deploy/CMakeLists.txt): GRAVAC_BUILD_DIR, GRAVAC_SOURCE_DIR, GRAVAC_CMAKE.
+"""
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+SOURCE_DIR = os.environ["GRAVAC_SOURCE_DIR"]
+BUILD_DIR = os.environ["GRAVAC_BUILD_DIR"]
+CMAKE = os.environ.get("GRAVAC_CMAKE", "cmake")
+DEPLOY = os.path.join(SOURCE_DIR, "deploy")
+MANIFESTS = os.path.join(DEPLOY, "kubernetes")
+IMAGE_PREFIX = "/usr/local"
+PYTHON_DIR = os.path.join("lib", "python%d.%d" % sys.version_info[:2], "dist-packages")
+SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+JOB_TIMEOUT_S = 240
+
+# ---------------------------------------------------------------------------------------------
+# The manifests
+
+
+def load_objects():
+    with open(os.path.join(MANIFESTS, "kustomization.yaml")) as f:
+        kustomization = yaml.safe_load(f)
+    objects = {}
+    for resource in kustomization["resources"]:
+        with open(os.path.join(MANIFESTS, resource)) as f:
+            for doc in yaml.safe_load_all(f):
+                key = (doc["kind"], doc["metadata"]["name"])
+                assert key not in objects, "%s %s defined twice" % key
+                objects[key] = doc
+    return kustomization, objects
+
+
+KUSTOMIZATION, OBJECTS = load_objects()
+
+
+def one(kind):
+    found = [o for (k, _), o in OBJECTS.items() if k == kind]
+    assert len(found) == 1, "expected one %s, found %d" % (kind, len(found))
+    return found[0]
+
+
+CONFIG = one("ConfigMap")
+CONTROLLER = one("Deployment")
+SERVICE = one("Service")
+DAEMONS = one("DaemonSet")
+JOB = one("Job")
+
+
+def container(workload):
+    containers = workload["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1, workload["metadata"]["name"]
+    return containers[0]
+
+
+def plain_env(c):
+    return {e["name"]: e["value"] for e in c.get("env", []) if "value" in e}
+
+
+def port_of(c, name):
+    ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
+    assert name in ports, "container %s has no port %r" % (c["name"], name)
+    return ports[name]
+
+
+def address_port(value):
+    host, _, port = value.rpartition(":")
+    return host, int(port)
+
+
+# ---------------------------------------------------------------------------------------------
+# Static checks
+
+
+def test_the_kustomization_lists_every_manifest_and_names_the_image():
+    files = sorted(f for f in os.listdir(MANIFESTS)
+                   if f.endswith(".yaml") and f != "kustomization.yaml")
+    assert sorted(KUSTOMIZATION["resources"]) == files
+    images = {i["name"] for i in KUSTOMIZATION["images"]}
+    for workload in (CONTROLLER, DAEMONS, JOB):
+        assert container(workload)["image"] in images, workload["metadata"]["name"]
+
+
+def test_the_service_selects_the_controller_and_reaches_its_ports():
+    labels = CONTROLLER["spec"]["template"]["metadata"]["labels"]
+    assert SERVICE["spec"]["selector"].items() <= labels.items()
+    assert CONTROLLER["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    c = container(CONTROLLER)
+    for port in SERVICE["spec"]["ports"]:
+        port_of(c, port["targetPort"])
+    env = plain_env(c)
+    assert address_port(env["GRAVAC_CONTROLLER_LISTEN"])[1] == port_of(c, "grpc")
+    assert address_port(env["GRAVAC_CONTROLLER_METRICS_ADDRESS"])[1] == port_of(c, "metrics")
+    assert container(CONTROLLER)["readinessProbe"]["tcpSocket"]["port"] == "grpc"
+
+
+def test_prometheus_annotations_name_the_ports_the_processes_serve_metrics_on():
+    for workload, variable in ((CONTROLLER, "GRAVAC_CONTROLLER_METRICS_ADDRESS"),
+                               (DAEMONS, "GRAVAC_METRICS_ADDRESS")):
+        annotations = workload["spec"]["template"]["metadata"]["annotations"]
+        c = container(workload)
+        served = address_port(plain_env(c)[variable])[1]
+        assert annotations["prometheus.io/scrape"] == "true"
+        assert int(annotations["prometheus.io/port"]) == served == port_of(c, "metrics")
+
+
+def service_address():
+    grpc = [p for p in SERVICE["spec"]["ports"] if p["name"] == "grpc"]
+    assert len(grpc) == 1
+    return "%s:%d" % (SERVICE["metadata"]["name"], grpc[0]["port"])
+
+
+def test_daemons_and_workers_name_the_controller_service():
+    assert plain_env(container(DAEMONS))["GRAVAC_CONTROLLER"] == service_address()
+    assert plain_env(container(JOB))["GRAVAC_CONTROLLER"] == service_address()
+
+
+def socket_host_folder(workload):
+    c = container(workload)
+    sock = plain_env(c)["GRAVAC_DAEMON_SOCKET"]
+    volumes = {v["name"]: v for v in workload["spec"]["template"]["spec"]["volumes"]}
+    for mount in c["volumeMounts"]:
+        if os.path.dirname(sock) == mount["mountPath"].rstrip("/"):
+            return volumes[mount["name"]]["hostPath"]["path"], os.path.basename(sock)
+    raise AssertionError("%s: the socket %s is in no mounted volume" % (c["name"], sock))
+
+
+def test_workers_find_their_nodes_daemon_socket():
+    assert socket_host_folder(DAEMONS) == socket_host_folder(JOB)
+    daemon_spec = DAEMONS["spec"]["template"]["spec"]
+    job_spec = JOB["spec"]["template"]["spec"]
+    assert daemon_spec["nodeSelector"] == job_spec["nodeSelector"]
+    for workload in (DAEMONS, JOB):
+        refs = [r["configMapRef"]["name"] for r in container(workload)["envFrom"]]
+        assert refs == [CONFIG["metadata"]["name"]], workload["metadata"]["name"]
+        # Neither pod needs the host's IPC or network namespace: memfd segments cross the socket.
+        spec = workload["spec"]["template"]["spec"]
+        assert not spec.get("hostIPC") and not spec.get("hostNetwork")
+
+
+def test_the_job_runs_one_pod_per_node_of_the_config():
+    nodes = int(CONFIG["data"]["GRAVAC_NODES"])
+    spec = JOB["spec"]
+    assert spec["completionMode"] == "Indexed"
+    assert spec["completions"] == spec["parallelism"] == nodes
+    assert spec["template"]["spec"]["restartPolicy"] == "Never"
+    term = spec["template"]["spec"]["affinity"]["podAntiAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"][0]
+    assert term["topologyKey"] == "kubernetes.io/hostname"
+    assert term["labelSelector"]["matchLabels"] == {
+        "batch.kubernetes.io/job-name": JOB["metadata"]["name"]}
+    command = container(JOB)["command"]
+    assert command[0] == IMAGE_PREFIX + "/bin/gravac-workers"
+    assert int(CONFIG["data"]["GRAVAC_LOCAL_SIZE"]) >= 1
+
+
+def image_path(path, prefix):
+    assert path.startswith(IMAGE_PREFIX + "/"), path
+    return os.path.join(prefix, path[len(IMAGE_PREFIX) + 1:])
+
+
+@pytest.fixture(scope="module")
+def prefix(tmp_path_factory):
+    root = tmp_path_factory.mktemp("image")
+    done = subprocess.run([CMAKE, "--install", BUILD_DIR, "--prefix", str(root)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return str(root)
+
+
+def python_env(prefix):
+    return {"PATH": os.path.join(prefix, "bin") + ":" + SYSTEM_PATH,
+            "PYTHONPATH": os.path.join(prefix, PYTHON_DIR), "HOME": os.environ.get("HOME", "/")}
+
+
+def test_every_program_the_manifests_run_is_in_the_image(prefix):
+    for workload in (CONTROLLER, DAEMONS, JOB):
+        for arg in container(workload)["command"]:
+            if arg.startswith(IMAGE_PREFIX + "/"):
+                assert os.path.isfile(image_path(arg, prefix)), arg
+
+
+def test_the_controller_runs_the_policy_the_training_script_expects(prefix):
+    """The ConfigMap's GraVAC settings equal the flags the script asks its job to run with."""
+    c = container(JOB)
+    script = image_path(c["command"][-1], prefix)
+    done = subprocess.run([sys.executable, script] + c["args"] + ["--print-gravacrun-args"],
+                          env=python_env(prefix), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    flags = done.stdout.split()
+    assert flags and len(flags) % 2 == 0, done.stdout
+    for flag, value in zip(flags[0::2], flags[1::2]):
+        variable = "GRAVAC_" + flag.lstrip("-").upper()
+        assert variable in CONFIG["data"], "the ConfigMap does not set %s (%s)" % (variable, flag)
+        configured = CONFIG["data"][variable]
+        try:
+            assert float(configured) == float(value), (variable, configured, value)
+        except ValueError:
+            assert configured == value, (variable, configured, value)
+
+
+def test_the_dockerfile_builds_with_the_projects_own_scripts_and_options():
+    with open(os.path.join(DEPLOY, "Dockerfile")) as f:
+        text = f.read().replace("\\\n", " ")
+    assert re.search(r"^FROM debian:12\b", text, re.M)
+    assert re.search(r"^COPY \. /src/gravac$", text, re.M)
+    for script in re.findall(r"/src/gravac/(scripts/[\w./-]+)", text):
+        assert os.path.isfile(os.path.join(SOURCE_DIR, script)), script
+    with open(os.path.join(SOURCE_DIR, "CMakeLists.txt")) as f:
+        options = set(re.findall(r"option\((\w+)", f.read()))
+    for option in re.findall(r"-D(\w+)=", text):
+        assert option in options, option
+    assert "cmake --install /src/build --prefix " + IMAGE_PREFIX in text
+    with open(os.path.join(SOURCE_DIR, ".dockerignore")) as f:
+        ignored = f.read().split()
+    assert "build*" in ignored and ".git" in ignored
+
+
+# ---------------------------------------------------------------------------------------------
+# The emulated run
+
+
+class Kubelet:
+    """Starts the manifests' containers as processes in the emulated nodes' namespaces."""
+
+    def __init__(self, prefix, netemu, cluster, addresses, work):
+        self.prefix, self.netemu, self.cluster = prefix, netemu, cluster
+        self.addresses, self.work = addresses, work
+        self.services = {}  # Service name -> {port: target address}
+        self.processes = []
+
+    def node_folder(self, node, host_path):
+        path = os.path.join(self.work, "node%d" % node, host_path.lstrip("/"))
+        os.makedirs(path, exist_ok=True)
+        return path
+
+    def translate(self, value, node, mounts):
+        for mount_path, host_folder in mounts.items():
+            if value == mount_path or value.startswith(mount_path.rstrip("/") + "/"):
+                return host_folder + value[len(mount_path.rstrip("/")):]
+        if value.startswith(IMAGE_PREFIX + "/"):
+            return image_path(value, self.prefix)
+        host, sep, port = value.rpartition(":")
+        if sep and host in self.services and port.isdigit():
+            return self.services[host][int(port)]
+        return value
+
+    def start(self, workload, node, name, extra_env=None):
+        spec = workload["spec"]["template"]["spec"]
+        supported_spec = {"containers", "volumes", "nodeSelector", "affinity", "restartPolicy"}
+        assert set(spec) <= supported_spec, set(spec) - supported_spec
+        c = container(workload)
+        supported = {"name", "image", "command", "args", "env", "envFrom", "ports",
+                     "volumeMounts", "readinessProbe", "resources", "securityContext"}
+        assert set(c) <= supported, set(c) - supported
+        volumes = {v["name"]: v for v in spec.get("volumes", [])}
+        mounts = {}
+        for mount in c.get("volumeMounts", []):
+            volume = volumes[mount["name"]]
+            assert set(volume) == {"name", "hostPath"}, volume
+            mounts[mount["mountPath"]] = self.node_folder(node, volume["hostPath"]["path"])
+        fields = {"spec.nodeName": "k8s-node-%d" % node, "status.podIP": self.addresses[node],
+                  "metadata.name": name}
+        env = python_env(self.prefix)
+        env.update(extra_env or {})
+        for ref in c.get("envFrom", []):
+            config = OBJECTS[("ConfigMap", ref["configMapRef"]["name"])]
+            env.update({k: str(v) for k, v in config["data"].items()})
+        for e in c.get("env", []):
+            if "value" in e:
+                env[e["name"]] = str(e["value"])
+            else:
+                env[e["name"]] = fields[e["valueFrom"]["fieldRef"]["fieldPath"]]
+        env = {k: self.translate(v, node, mounts) for k, v in env.items()}
+        argv = [self.translate(a, node, mounts) for a in c["command"] + c.get("args", [])]
+        log = open(os.path.join(self.work, name + ".log"), "w")
+        proc = subprocess.Popen([self.netemu, "run", self.cluster, str(node), "--"] + argv,
+                                env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True, cwd=self.work)
+        self.processes.append((name, proc))
+        return proc
+
+    def log(self, name):
+        with open(os.path.join(self.work, name + ".log")) as f:
+            return f.read()
+
+    def run_in(self, node, code, timeout=30):
+        done = subprocess.run([self.netemu, "run", self.cluster, str(node), "--",
+                               sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=timeout)
+        return done.returncode, done.stdout + done.stderr
+
+    def stop_all(self):
+        for _, proc in self.processes:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+def wait_ready(kubelet, node, address, timeout_s=30):
+    """The readiness probe: a TCP connect to the address from a node."""
+    host, port = address_port(address)
+    code = ("import socket; socket.create_connection((%r, %d), timeout=1).close()"
+            % (host, port))
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if kubelet.run_in(node, code)[0] == 0:
+            return
+        time.sleep(0.5)
+    raise AssertionError("nothing listens on %s after %d s" % (address, timeout_s))
+
+
+@pytest.fixture
+def cluster(prefix):
+    if os.geteuid() != 0:
+        pytest.skip("network namespaces need root")
+    netemu = os.path.join(prefix, "bin", "gravac-netemu")
+    done = subprocess.run([netemu, "create", "--nodes=3", "--rate=1e9", "--prefix=gvk8s"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    name = re.search(r"^cluster (\S+)", done.stdout, re.M).group(1)
+    addresses = [a for _, a in sorted(
+        (int(i), a) for i, a in re.findall(r"^node (\d+) netns \S+ address (\S+)", done.stdout,
+                                           re.M))]
+    try:
+        yield netemu, name, addresses
+    finally:
+        subprocess.run([netemu, "destroy", name], capture_output=True, timeout=60)
+
+
+def test_emulated_the_manifests_train_the_digits_job_across_two_nodes(prefix, cluster,
+                                                                       tmp_path):
+    netemu, name, addresses = cluster
+    kubelet = Kubelet(prefix, netemu, name, addresses, str(tmp_path))
+    controller_env = plain_env(container(CONTROLLER))
+    grpc = address_port(controller_env["GRAVAC_CONTROLLER_LISTEN"])[1]
+    service_ports = {}
+    for port in SERVICE["spec"]["ports"]:
+        target = port_of(container(CONTROLLER), port["targetPort"])
+        service_ports[port["port"]] = "%s:%d" % (addresses[0], target)
+    kubelet.services[SERVICE["metadata"]["name"]] = service_ports
+    try:
+        kubelet.start(CONTROLLER, 0, "controller")
+        wait_ready(kubelet, 1, "%s:%d" % (addresses[0], grpc))
+        daemons = [kubelet.start(DAEMONS, n, "gravacd-%d" % n) for n in (1, 2)]
+        pods = [kubelet.start(JOB, n, "worker-%d" % index,
+                              {"JOB_COMPLETION_INDEX": str(index)})
+                for index, n in enumerate((1, 2))]
+        for index, pod in enumerate(pods):
+            rc = pod.wait(timeout=JOB_TIMEOUT_S)
+            assert rc == 0, kubelet.log("worker-%d" % index) + kubelet.log("gravacd-1")
+
+        first = kubelet.log("worker-0")
+        epochs = re.findall(r"^\[rank 0\] epoch +(\d+) .* acc ([0-9.]+) +θ (\S+) .* gain ([0-9.]+)",
+                            first, re.M)
+        assert len(epochs) >= 5, first  # θ and gain came from the controller over the Service
+        final = re.search(r"^\[rank 0\] done: mode gravac, final accuracy ([0-9.]+)", first, re.M)
+        assert final and float(final.group(1)) >= 0.9, first
+
+        # The controller's metrics, through the Service's metrics port, from a node.
+        metrics = service_ports[[p["port"] for p in SERVICE["spec"]["ports"]
+                                 if p["name"] == "metrics"][0]]
+        rc, text = kubelet.run_in(1, "import urllib.request; print(urllib.request.urlopen("
+                                     "'http://%s/metrics', timeout=5).read().decode())" % metrics)
+        assert rc == 0, text
+        assert re.search(r"^gravac_world_size 4$", text, re.M), text
+        steps = re.search(r"^gravac_job_steps_total (\d+)", text, re.M)
+        assert steps and int(steps.group(1)) > 100, text
+
+        for n, daemon in zip((1, 2), daemons):
+            assert daemon.wait(timeout=60) == 0, kubelet.log("gravacd-%d" % n)
+        # Job index i ran ranks [2i, 2i + 2) on the i-th labelled node, named by spec.nodeName.
+        for index, n in enumerate((1, 2)):
+            log = kubelet.log("gravacd-%d" % n)
+            assert re.search(r"gravacd\[k8s-node-%d\] .* node %d of 2: ranks \[%d, %d\) of 4"
+                             % (n, index, 2 * index, 2 * index + 2), log), log
+    finally:
+        kubelet.stop_all()
