@@ -12,6 +12,7 @@ field this emulation does not understand fails here instead of being run wrongly
 - the Service name resolves to the controller pod's address and its port to the target port.
 
 Environment (tests/deploy/CMakeLists.txt): GRAVAC_BUILD_DIR, GRAVAC_SOURCE_DIR, GRAVAC_CMAKE.
+The prefix comes from tests/install/installed.py.
 """
 
 import os
@@ -26,13 +27,12 @@ import pytest
 import yaml
 
 SOURCE_DIR = os.environ["GRAVAC_SOURCE_DIR"]
-BUILD_DIR = os.environ["GRAVAC_BUILD_DIR"]
-CMAKE = os.environ.get("GRAVAC_CMAKE", "cmake")
+sys.path.insert(0, os.path.join(SOURCE_DIR, "tests", "install"))
+from installed import environment, install  # noqa: E402
+
 DEPLOY = os.path.join(SOURCE_DIR, "deploy")
 MANIFESTS = os.path.join(DEPLOY, "kubernetes")
 IMAGE_PREFIX = "/usr/local"
-PYTHON_DIR = os.path.join("lib", "python%d.%d" % sys.version_info[:2], "dist-packages")
-SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 JOB_TIMEOUT_S = 240
 
 # ---------------------------------------------------------------------------------------------
@@ -182,16 +182,7 @@ def image_path(path, prefix):
 
 @pytest.fixture(scope="module")
 def prefix(tmp_path_factory):
-    root = tmp_path_factory.mktemp("image")
-    done = subprocess.run([CMAKE, "--install", BUILD_DIR, "--prefix", str(root)],
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return str(root)
-
-
-def python_env(prefix):
-    return {"PATH": os.path.join(prefix, "bin") + ":" + SYSTEM_PATH,
-            "PYTHONPATH": os.path.join(prefix, PYTHON_DIR), "HOME": os.environ.get("HOME", "/")}
+    return install(tmp_path_factory.mktemp("image"))
 
 
 def test_every_program_the_manifests_run_is_in_the_image(prefix):
@@ -206,7 +197,7 @@ def test_the_controller_runs_the_policy_the_training_script_expects(prefix):
     c = container(JOB)
     script = image_path(c["command"][-1], prefix)
     done = subprocess.run([sys.executable, script] + c["args"] + ["--print-gravacrun-args"],
-                          env=python_env(prefix), capture_output=True, text=True, timeout=60)
+                          env=environment(prefix), capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     flags = done.stdout.split()
     assert flags and len(flags) % 2 == 0, done.stdout
@@ -282,7 +273,7 @@ class Kubelet:
             mounts[mount["mountPath"]] = self.node_folder(node, volume["hostPath"]["path"])
         fields = {"spec.nodeName": "k8s-node-%d" % node, "status.podIP": self.addresses[node],
                   "metadata.name": name}
-        env = python_env(self.prefix)
+        env = environment(self.prefix)
         env.update(extra_env or {})
         for ref in c.get("envFrom", []):
             config = OBJECTS[("ConfigMap", ref["configMapRef"]["name"])]

@@ -12,28 +12,21 @@ import sys
 
 import pytest
 
-BUILD_DIR = os.environ["GRAVAC_BUILD_DIR"]
+from installed import PYTHON_DIR, SYSTEM_PATH, environment, install
+
 SOURCE_DIR = os.environ["GRAVAC_SOURCE_DIR"]
-CMAKE = os.environ.get("GRAVAC_CMAKE", "cmake")
-SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 JOB_TIMEOUT_S = 120
 
 PROGRAMS = ["gravacrun", "gravacd", "gravac-controller", "gravacctl", "gravac-netemu"]
-PYTHON_DIR = os.path.join("lib", "python%d.%d" % sys.version_info[:2], "dist-packages")
 
 
 @pytest.fixture(scope="module")
 def prefix(tmp_path_factory):
-    root = tmp_path_factory.mktemp("prefix")
-    done = subprocess.run([CMAKE, "--install", BUILD_DIR, "--prefix", str(root)],
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return str(root)
+    return install(tmp_path_factory.mktemp("prefix"))
 
 
 def run_job(prefix, cwd, np, nodes, command, extra_env=None):
-    env = {"PATH": SYSTEM_PATH, "HOME": os.environ.get("HOME", "/root"),
-           "OMP_NUM_THREADS": "1", "PYTHONPATH": os.path.join(prefix, PYTHON_DIR)}
+    env = environment(prefix, with_programs=False)
     env.update(extra_env or {})
     args = [os.path.join(prefix, "bin", "gravacrun"), "-np", str(np), "--nodes", str(nodes),
             "--metrics", "off", "--"] + command
