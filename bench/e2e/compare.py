@@ -51,6 +51,7 @@ import random
 import re
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -610,6 +611,21 @@ def paired(a, b):
     return "tie"
 
 
+def time_ratios(a, b):
+    """a's time over b's, round by round, in the rounds where both reached the target: their
+    median, min, max and count, or None when no round has both."""
+    r = [x / y for x, y in zip(a, b) if x is not None and y is not None and y > 0]
+    if not r:
+        return None
+    return {"median": statistics.median(r), "min": min(r), "max": max(r), "rounds": len(r)}
+
+
+def fmt_ratios(r):
+    if r is None:
+        return "—"
+    return "%.2f (%.2f-%.2f, %d)" % (r["median"], r["min"], r["max"], r["rounds"])
+
+
 def write_summary(args, names, rounds):
     """summary.md / summary.json over rounds: per run, every round's time to --target and to
     dense quality and the medians (a run that misses a target in a round counts as not reaching
@@ -673,10 +689,13 @@ def write_summary(args, names, rounds):
     gravac = [n for n in names if n.startswith("gravac")]
     if gravac:
         lines += ["", "Round by round, rounds in which each GraVAC run reached the target "
-                  "before / after / at the same time as the other run (— where neither did):",
+                  "before / after / at the same time as the other run (— where neither did), "
+                  "and the GraVAC run's time over the other's in the rounds where both reached "
+                  "it: median (min-max, rounds):",
                   "", "| GraVAC run | against | time to %.3f: ahead / behind / tie / neither | "
-                  "time to dense quality: ahead / behind / tie / neither |" % args.target,
-                  "|---|---|---|---|"]
+                  "time ratio | time to dense quality: ahead / behind / tie / neither | time "
+                  "ratio |" % args.target,
+                  "|---|---|---|---|---|---|"]
         for g in gravac:
             for other in names:
                 if other == g:
@@ -687,11 +706,15 @@ def write_summary(args, names, rounds):
                     for a, b in zip(times[g][which], times[other][which]):
                         c[paired(a, b)] += 1
                     counts.append(c)
+                ratios = [time_ratios(times[g][which], times[other][which]) for which in (0, 1)]
                 standings.append({"gravac": g, "against": other, "target": counts[0],
-                                  "dense_quality": counts[1]})
-                lines.append("| %s | %s | %s | %s |" % (g, other, *(
-                    "%d / %d / %d / %d" % (c["ahead"], c["behind"], c["tie"], c["neither"])
-                    for c in counts)))
+                                  "dense_quality": counts[1], "target_time_ratio": ratios[0],
+                                  "dense_quality_time_ratio": ratios[1]})
+                cells = []
+                for c, r in zip(counts, ratios):
+                    cells += ["%d / %d / %d / %d" % (c["ahead"], c["behind"], c["tie"],
+                                                     c["neither"]), fmt_ratios(r)]
+                lines.append("| %s | %s | %s | %s | %s | %s |" % (g, other, *cells))
     lines.append("")
     path = os.path.join(args.out_dir, "summary.md")
     os.makedirs(args.out_dir, exist_ok=True)

@@ -83,6 +83,17 @@ def test_summary_of_two_seeds(tmp_path):
                     if x["gravac"] == "gravac_geometric" and x["against"] == "static10")
     assert standing["target"] == {"ahead": 1, "behind": 1, "tie": 0, "neither": 0}
     assert standing["dense_quality"] == {"ahead": 1, "behind": 1, "tie": 0, "neither": 0}
+    # Time ratios over the rounds both reached: seed 3 only (5 / 6 and 6 / 8).
+    assert standing["target_time_ratio"] == {"median": 5 / 6, "min": 5 / 6, "max": 5 / 6,
+                                             "rounds": 1}
+    assert standing["dense_quality_time_ratio"]["median"] == 0.75
     text = (out / "summary.md").read_text()
     assert "1 (seed 3), 2 (seed 4)" in text
-    assert "| gravac_geometric | static10 | 1 / 1 / 0 / 0 | 1 / 1 / 0 / 0 |" in text
+    assert ("| gravac_geometric | static10 | 1 / 1 / 0 / 0 | 0.83 (0.83-0.83, 1) | 1 / 1 / 0 / 0 "
+            "| 0.75 (0.75-0.75, 1) |") in text
+
+
+def test_time_ratios_take_the_rounds_both_reached():
+    assert compare.time_ratios([2.0, None, 3.0, 8.0], [4.0, 1.0, None, 4.0]) == {
+        "median": 1.25, "min": 0.5, "max": 2.0, "rounds": 2}
+    assert compare.time_ratios([None], [1.0]) is None
