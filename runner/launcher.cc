@@ -82,8 +82,8 @@ class Job {
 
   absl::StatusOr<int> Run() {
     absl::Status s = Setup();
-    if (s.ok() && !Stopped()) s = StartController();
-    if (s.ok() && !Stopped()) s = StartDaemons();
+    if (s.ok() && !Stopped() && WholeJob()) s = StartController();
+    if (s.ok() && !Stopped() && WholeJob()) s = StartDaemons();
     if (s.ok() && !Stopped()) s = StartWorkers();
     if (s.ok() && !Stopped()) {
       Pump(absl::InfiniteFuture(), [&] { return Stopped() || AllDone(Role::kWorker); });
@@ -111,6 +111,8 @@ class Job {
 
  private:
   bool Stopped() const { return failure_code_.has_value() || signal_ != 0; }
+  // False with --node: only that node's workers run here.
+  bool WholeJob() const { return options_.node < 0; }
 
   bool AllDone(Role role) const {
     return std::all_of(procs_.begin(), procs_.end(),
@@ -128,6 +130,7 @@ class Job {
     sigfd_ = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
     if (sigfd_ < 0) return absl::InternalError(StrCat("signalfd failed: ", strerror(errno)));
 
+    if (!WholeJob()) return absl::OkStatus();  // no sockets, port files or cluster of ours
     if (options_.run_dir.empty()) {
       char tmpl[] = "/tmp/gravacrun-XXXXXX";
       if (mkdtemp(tmpl) == nullptr) {
@@ -345,8 +348,13 @@ class Job {
   }
 
   absl::Status StartWorkers() {
+    if (layout_.empty()) layout_ = RankLayout(options_.np, options_.nodes);
     for (int n = 0; n < options_.nodes; ++n) {
+      if (!WholeJob() && n != options_.node) continue;
       const NodeRanks& node = layout_[n];
+      const std::string socket =
+          WholeJob() ? StrCat(run_dir_, "/gravacd-", n, ".sock") : options_.daemon_socket;
+      const std::string controller = WholeJob() ? controller_address_ : options_.controller;
       for (int local = 0; local < node.local_size; ++local) {
         const int rank = node.first_rank + local;
         std::vector<std::pair<std::string, std::string>> env = {
@@ -355,8 +363,8 @@ class Job {
             {"GRAVAC_LOCAL_RANK", StrCat(local)},
             {"GRAVAC_LOCAL_SIZE", StrCat(node.local_size)},
             {"GRAVAC_NODE_RANK", StrCat(n)},
-            {"GRAVAC_DAEMON_SOCKET", StrCat(run_dir_, "/gravacd-", n, ".sock")},
-            {"GRAVAC_CONTROLLER", controller_address_}};
+            {"GRAVAC_DAEMON_SOCKET", socket}};
+        if (!controller.empty()) env.emplace_back("GRAVAC_CONTROLLER", controller);
         RETURN_IF_ERROR(
             Start(Role::kWorker, rank, StrCat("rank ", rank), options_.command, env, n).status());
       }
@@ -503,8 +511,13 @@ class Job {
 }  // namespace
 
 absl::StatusOr<int> RunJob(const RunnerOptions& options, const LaunchIo& io) {
-  if (options.gravacd_path.empty() || options.controller_path.empty()) {
+  if (options.node < 0 && (options.gravacd_path.empty() || options.controller_path.empty())) {
     return absl::InvalidArgumentError("RunJob: gravacd_path and controller_path must be set");
+  }
+  if (options.node >= options.nodes || (options.node >= 0 && options.daemon_socket.empty())) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "RunJob: node %d needs a daemon socket and must be below nodes (%d)", options.node,
+        options.nodes));
   }
   if (options.np < 1 || options.nodes < 1 || options.nodes > options.np ||
       options.command.empty()) {

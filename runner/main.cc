@@ -2,6 +2,7 @@
 //
 //   gravacrun -np 4 --nodes 2 -- ./train
 //   gravacrun -np 4 --nodes 2 --link 10gbit,1ms --compressor dgc -- ./train
+//   gravacrun -np 4 --nodes 2 --node 1 --daemon_socket /run/gravac/gravacd.sock -- ./train
 #include <unistd.h>
 
 #include <cstdio>
@@ -26,21 +27,23 @@ int main(int argc, char** argv) {
     std::fputs(RunnerHelp().c_str(), stdout);
     return 0;
   }
-  char self[4096];
-  ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  const std::string self_exe = len > 0 ? std::string(self, static_cast<size_t>(len)) : "";
-  absl::StatusOr<std::string> gravacd =
-      FindTool(options->gravacd_path, "gravacd", "daemon", self_exe, env);
-  absl::StatusOr<std::string> controller =
-      FindTool(options->controller_path, "gravac-controller", "controller", self_exe, env);
-  for (const absl::Status& s : {gravacd.status(), controller.status()}) {
-    if (!s.ok()) {
-      absl::FPrintF(stderr, "gravacrun: %s\n", s.message());
-      return 2;
+  if (options->node < 0) {  // the whole job: find the controller and gravacd to start
+    char self[4096];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    const std::string self_exe = len > 0 ? std::string(self, static_cast<size_t>(len)) : "";
+    absl::StatusOr<std::string> gravacd =
+        FindTool(options->gravacd_path, "gravacd", "daemon", self_exe, env);
+    absl::StatusOr<std::string> controller =
+        FindTool(options->controller_path, "gravac-controller", "controller", self_exe, env);
+    for (const absl::Status& s : {gravacd.status(), controller.status()}) {
+      if (!s.ok()) {
+        absl::FPrintF(stderr, "gravacrun: %s\n", s.message());
+        return 2;
+      }
     }
+    options->gravacd_path = *gravacd;
+    options->controller_path = *controller;
   }
-  options->gravacd_path = *gravacd;
-  options->controller_path = *controller;
   absl::StatusOr<int> rc = RunJob(*options);
   if (!rc.ok()) {
     absl::FPrintF(stderr, "gravacrun: %s\n", rc.status().ToString());

@@ -30,6 +30,12 @@ constexpr SettingSpec kSettings[] = {
     {"link", "", "",
      "RATE[,DELAY]: run every node in its own network namespace, links shaped to RATE "
      "(1gbit, 500mbit, 1e9) with one-way DELAY (1ms); needs root"},
+    {"node", "GRAVACRUN_NODE", "-1",
+     "start only this node's workers, for a job whose controller and gravacd run elsewhere "
+     "(Kubernetes, by hand); -1 = the whole job here", SettingType::kInt},
+    {"daemon_socket", "GRAVAC_DAEMON_SOCKET", "", "with --node: that node's gravacd socket"},
+    {"controller", "GRAVAC_CONTROLLER", "",
+     "with --node: the controller's host:port, passed to the workers (GRAVAC_CONTROLLER)"},
     {"controller_args", "", "", "extra flags for gravac-controller, e.g. \"--window 5\""},
     {"daemon_args", "", "", "extra flags for every gravacd ({node} = node index)"},
     {"gravacd_path", "GRAVACRUN_GRAVACD", "", "gravacd binary (default: next to gravacrun)"},
@@ -79,7 +85,10 @@ constexpr SettingSpec kSettings[] = {
 constexpr char kUsage[] =
     "usage: gravacrun -np N [--nodes M] [--link RATE[,DELAY]] [--controller_args \"...\"] "
     "[flags] -- CMD [ARGS...]\n"
-    "Starts gravac-controller, M gravacd and N workers (CMD) on this machine and waits for them.\n";
+    "Starts gravac-controller, M gravacd and N workers (CMD) on this machine and waits for them.\n"
+    "       gravacrun -np N --nodes M --node I --daemon_socket PATH [--controller HOST:PORT] "
+    "-- CMD [ARGS...]\n"
+    "Starts only node I's workers of a job whose controller and gravacd run elsewhere.\n";
 
 // -np -> --np; --theta-min -> --theta_min (the name only, never a value).
 std::string NormalizeFlag(std::string_view arg) {
@@ -279,6 +288,30 @@ absl::StatusOr<RunnerOptions> ParseRunnerArgs(absl::Span<const char* const> args
     // The data plane must cross the shaped link: TCP over the namespace's interface.
     if (!tls_given) options.daemon_args.push_back("--ucx_tls=tcp");
     if (!devices_given) options.daemon_args.push_back("--ucx_net_devices=eth0");
+  }
+
+  ASSIGN_OR_RETURN(int64_t node, s.GetInt("node"));
+  if (node >= 0) {
+    if (node >= nodes) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("--node must be -1 or 0..%d (below --nodes), got %d", nodes - 1, node));
+    }
+    if (options.link.has_value() || !options.controller_args.empty() ||
+        !options.daemon_args.empty()) {
+      return absl::InvalidArgumentError(
+          "--node starts no controller, daemon or emulated cluster: --link and controller or "
+          "daemon flags belong to the processes that run them");
+    }
+    options.node = static_cast<int>(node);
+    ASSIGN_OR_RETURN(options.daemon_socket, s.GetString("daemon_socket"));
+    if (options.daemon_socket.empty()) {
+      return absl::InvalidArgumentError(
+          "--node needs --daemon_socket (or GRAVAC_DAEMON_SOCKET): the socket of the node's "
+          "gravacd");
+    }
+    ASSIGN_OR_RETURN(options.controller, s.GetString("controller"));
+  } else if (node != -1) {
+    return absl::InvalidArgumentError(absl::StrFormat("--node must be -1 or >= 0, got %d", node));
   }
 
   ASSIGN_OR_RETURN(options.gravacd_path, s.GetString("gravacd_path"));

@@ -33,6 +33,12 @@ struct RunnerOptions {
   std::optional<netemu::LinkSpec> link;  // set: every node in its own shaped namespace
   std::vector<std::string> command;      // the worker command (after "--")
 
+  // >= 0: start only node `node`'s workers of a job whose controller and gravacd run elsewhere
+  // (Kubernetes, by hand), with that gravacd's socket; no controller, daemon or cluster.
+  int node = -1;
+  std::string daemon_socket;  // with node: the node's gravacd socket (required)
+  std::string controller;     // with node: passed to the workers as GRAVAC_CONTROLLER if set
+
   std::vector<std::string> controller_args;  // extra flags for gravac-controller
   std::vector<std::string> daemon_args;      // extra flags for every gravacd
   // "{node}" in a daemon argument is replaced by the node's index (e.g. --step_log=s.{node}).

@@ -81,6 +81,35 @@ TEST_F(LauncherTest, EveryRankGetsItsEnvironmentAndPrefix) {
   EXPECT_THAT(err, HasSubstr("controller listening on " + ctl));
 }
 
+TEST_F(LauncherTest, NodeModeStartsOnlyThatNodesWorkersWithTheGivenSocket) {
+  // 5 ranks on 2 nodes: node 1 holds ranks 3 and 4. Neither controller nor daemon is started
+  // (their paths are cleared: RunJob must not need them).
+  RunnerOptions o = Options(
+      5, 2,
+      {"sh", "-c",
+       "echo env $GRAVAC_RANK $GRAVAC_SIZE $GRAVAC_LOCAL_RANK $GRAVAC_LOCAL_SIZE "
+       "$GRAVAC_NODE_RANK $GRAVAC_DAEMON_SOCKET ${GRAVAC_CONTROLLER-unset}"});
+  o.node = 1;
+  o.daemon_socket = "/run/gravac/gravacd.sock";
+  o.gravacd_path.clear();
+  o.controller_path.clear();
+  ASSERT_OK_AND_ASSIGN(int rc, Run(o));
+  EXPECT_EQ(rc, 0) << Err();
+  const std::string out = Out();
+  EXPECT_THAT(out, HasSubstr("[rank 3] env 3 5 0 2 1 /run/gravac/gravacd.sock unset\n"));
+  EXPECT_THAT(out, HasSubstr("[rank 4] env 4 5 1 2 1 /run/gravac/gravacd.sock unset\n"));
+  EXPECT_THAT(out, Not(HasSubstr("[rank 0]")));
+  EXPECT_THAT(Err(), Not(HasSubstr("controller listening")));
+
+  o.controller = "gravac-controller:7460";
+  o.command = {"sh", "-c",
+               "echo ctl $GRAVAC_CONTROLLER; if [ $GRAVAC_RANK = 4 ]; then sleep 0.5; exit 6; fi; "
+               "exec sleep 100"};
+  ASSERT_OK_AND_ASSIGN(rc, Run(o));
+  EXPECT_EQ(rc, 6);  // the first failure stops the node's other worker
+  EXPECT_THAT(Out(), HasSubstr("[rank 3] ctl gravac-controller:7460\n"));
+}
+
 TEST_F(LauncherTest, DaemonsAndControllerGetTheirFlagsAndPrefixes) {
   RunnerOptions o = Options(3, 2, {"true"});
   o.controller_args = {"--window=5"};
