@@ -33,6 +33,7 @@ from installed import environment, install  # noqa: E402
 DEPLOY = os.path.join(SOURCE_DIR, "deploy")
 MANIFESTS = os.path.join(DEPLOY, "kubernetes")
 IMAGE_PREFIX = "/usr/local"
+COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 JOB_TIMEOUT_S = 240
 
 # ---------------------------------------------------------------------------------------------
@@ -170,9 +171,15 @@ def test_the_job_runs_one_pod_per_node_of_the_config():
     assert term["topologyKey"] == "kubernetes.io/hostname"
     assert term["labelSelector"]["matchLabels"] == {
         "batch.kubernetes.io/job-name": JOB["metadata"]["name"]}
+    # gravacrun --node: this node's ranks of --np over --nodes, the node index from the pod's
+    # completion index, no controller or daemon of its own.
     command = container(JOB)["command"]
-    assert command[0] == IMAGE_PREFIX + "/bin/gravac-workers"
-    assert int(CONFIG["data"]["GRAVAC_LOCAL_SIZE"]) >= 1
+    assert command[0] == IMAGE_PREFIX + "/bin/gravacrun"
+    flags = dict(a[2:].split("=", 1) for a in command[1:command.index("--")])
+    local_size = int(CONFIG["data"]["GRAVAC_LOCAL_SIZE"])
+    assert flags == {"np": str(nodes * local_size), "nodes": str(nodes)}
+    node_env = [e for e in container(JOB)["env"] if e["name"] == "GRAVACRUN_NODE"]
+    assert node_env[0]["valueFrom"]["fieldRef"]["fieldPath"] == COMPLETION_INDEX
 
 
 def image_path(path, prefix):
@@ -257,7 +264,7 @@ class Kubelet:
             return self.services[host][int(port)]
         return value
 
-    def start(self, workload, node, name, extra_env=None):
+    def start(self, workload, node, name, index=None):
         spec = workload["spec"]["template"]["spec"]
         supported_spec = {"containers", "volumes", "nodeSelector", "affinity", "restartPolicy"}
         assert set(spec) <= supported_spec, set(spec) - supported_spec
@@ -274,7 +281,9 @@ class Kubelet:
         fields = {"spec.nodeName": "k8s-node-%d" % node, "status.podIP": self.addresses[node],
                   "metadata.name": name}
         env = environment(self.prefix)
-        env.update(extra_env or {})
+        if index is not None:  # an Indexed Job's pod
+            fields[COMPLETION_INDEX] = str(index)
+            env["JOB_COMPLETION_INDEX"] = str(index)
         for ref in c.get("envFrom", []):
             config = OBJECTS[("ConfigMap", ref["configMapRef"]["name"])]
             env.update({k: str(v) for k, v in config["data"].items()})
@@ -355,8 +364,7 @@ def test_emulated_the_manifests_train_the_digits_job_across_two_nodes(prefix, cl
         kubelet.start(CONTROLLER, 0, "controller")
         wait_ready(kubelet, 1, "%s:%d" % (addresses[0], grpc))
         daemons = [kubelet.start(DAEMONS, n, "gravacd-%d" % n) for n in (1, 2)]
-        pods = [kubelet.start(JOB, n, "worker-%d" % index,
-                              {"JOB_COMPLETION_INDEX": str(index)})
+        pods = [kubelet.start(JOB, n, "worker-%d" % index, index=index)
                 for index, n in enumerate((1, 2))]
         for index, pod in enumerate(pods):
             rc = pod.wait(timeout=JOB_TIMEOUT_S)

@@ -42,7 +42,7 @@ def test_the_prefix_holds_programs_library_headers_package_and_data(prefix):
         done = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=30,
                               env={"PATH": SYSTEM_PATH})
         assert done.returncode == 0 and "usage" in done.stdout, program + ": " + done.stderr
-    for rel in ["bin/gravac-workers", "lib/libgravac.so", "include/gravac/gravac.h", "include/gravac/gravac.hpp",
+    for rel in ["lib/libgravac.so", "include/gravac/gravac.h", "include/gravac/gravac.hpp",
                 PYTHON_DIR + "/gravac/__init__.py", PYTHON_DIR + "/gravac/torch/optimizer.py",
                 "share/gravac/examples/train_digits.py", "share/gravac/dashboards/gravac.json",
                 "share/gravac/dashboards/rules.yml"]:
