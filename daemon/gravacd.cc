@@ -179,9 +179,9 @@ absl::StatusOr<std::pair<int, int>> NodePlacement(int first_rank, int local_size
   const int nodes = world_size / local_size;
   // --nodes alone (a job-wide setting, e.g. a Kubernetes ConfigMap) checks the derived count.
   if (nodes_flag > 0 && nodes_flag != nodes) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "--nodes is %d, but the workers make %d nodes: %d ranks, %d on this node",
-        nodes_flag, nodes, world_size, local_size));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--nodes is %d, but the workers make %d nodes: %d ranks, %d on this node",
+                        nodes_flag, nodes, world_size, local_size));
   }
   return std::make_pair(first_rank / local_size, nodes);
 }

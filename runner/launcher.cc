@@ -358,12 +358,9 @@ class Job {
       for (int local = 0; local < node.local_size; ++local) {
         const int rank = node.first_rank + local;
         std::vector<std::pair<std::string, std::string>> env = {
-            {"GRAVAC_RANK", StrCat(rank)},
-            {"GRAVAC_SIZE", StrCat(options_.np)},
-            {"GRAVAC_LOCAL_RANK", StrCat(local)},
-            {"GRAVAC_LOCAL_SIZE", StrCat(node.local_size)},
-            {"GRAVAC_NODE_RANK", StrCat(n)},
-            {"GRAVAC_DAEMON_SOCKET", socket}};
+            {"GRAVAC_RANK", StrCat(rank)},        {"GRAVAC_SIZE", StrCat(options_.np)},
+            {"GRAVAC_LOCAL_RANK", StrCat(local)}, {"GRAVAC_LOCAL_SIZE", StrCat(node.local_size)},
+            {"GRAVAC_NODE_RANK", StrCat(n)},      {"GRAVAC_DAEMON_SOCKET", socket}};
         if (!controller.empty()) env.emplace_back("GRAVAC_CONTROLLER", controller);
         RETURN_IF_ERROR(
             Start(Role::kWorker, rank, StrCat("rank ", rank), options_.command, env, n).status());
@@ -515,9 +512,9 @@ absl::StatusOr<int> RunJob(const RunnerOptions& options, const LaunchIo& io) {
     return absl::InvalidArgumentError("RunJob: gravacd_path and controller_path must be set");
   }
   if (options.node >= options.nodes || (options.node >= 0 && options.daemon_socket.empty())) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "RunJob: node %d needs a daemon socket and must be below nodes (%d)", options.node,
-        options.nodes));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("RunJob: node %d needs a daemon socket and must be below nodes (%d)",
+                        options.node, options.nodes));
   }
   if (options.np < 1 || options.nodes < 1 || options.nodes > options.np ||
       options.command.empty()) {

@@ -32,7 +32,8 @@ constexpr SettingSpec kSettings[] = {
      "(1gbit, 500mbit, 1e9) with one-way DELAY (1ms); needs root"},
     {"node", "GRAVACRUN_NODE", "-1",
      "start only this node's workers, for a job whose controller and gravacd run elsewhere "
-     "(Kubernetes, by hand); -1 = the whole job here", SettingType::kInt},
+     "(Kubernetes, by hand); -1 = the whole job here",
+     SettingType::kInt},
     {"daemon_socket", "GRAVAC_DAEMON_SOCKET", "", "with --node: that node's gravacd socket"},
     {"controller", "GRAVAC_CONTROLLER", "",
      "with --node: the controller's host:port, passed to the workers (GRAVAC_CONTROLLER)"},

@@ -84,11 +84,11 @@ TEST_F(LauncherTest, EveryRankGetsItsEnvironmentAndPrefix) {
 TEST_F(LauncherTest, NodeModeStartsOnlyThatNodesWorkersWithTheGivenSocket) {
   // 5 ranks on 2 nodes: node 1 holds ranks 3 and 4. Neither controller nor daemon is started
   // (their paths are cleared: RunJob must not need them).
-  RunnerOptions o = Options(
-      5, 2,
-      {"sh", "-c",
-       "echo env $GRAVAC_RANK $GRAVAC_SIZE $GRAVAC_LOCAL_RANK $GRAVAC_LOCAL_SIZE "
-       "$GRAVAC_NODE_RANK $GRAVAC_DAEMON_SOCKET ${GRAVAC_CONTROLLER-unset}"});
+  RunnerOptions o =
+      Options(5, 2,
+              {"sh", "-c",
+               "echo env $GRAVAC_RANK $GRAVAC_SIZE $GRAVAC_LOCAL_RANK $GRAVAC_LOCAL_SIZE "
+               "$GRAVAC_NODE_RANK $GRAVAC_DAEMON_SOCKET ${GRAVAC_CONTROLLER-unset}"});
   o.node = 1;
   o.daemon_socket = "/run/gravac/gravacd.sock";
   o.gravacd_path.clear();

@@ -158,34 +158,36 @@ TEST(ParseRunnerArgsTest, NodeModeTakesTheSocketAndControllerFromFlagsOrEnvironm
   ASSERT_OK_AND_ASSIGN(RunnerOptions whole, Parse({"-np", "4", "--nodes", "2", "--", "true"},
                                                   {{"GRAVAC_DAEMON_SOCKET", "/s.sock"}}));
   EXPECT_EQ(whole.node, -1);  // the environment alone does not switch the mode
-  ASSERT_OK_AND_ASSIGN(
-      RunnerOptions o,
-      Parse({"-np", "4", "--nodes", "2", "--node", "1", "--daemon_socket", "/run/g.sock",
-             "--controller", "ctl:7460", "--", "true"}));
+  ASSERT_OK_AND_ASSIGN(RunnerOptions o,
+                       Parse({"-np", "4", "--nodes", "2", "--node", "1", "--daemon_socket",
+                              "/run/g.sock", "--controller", "ctl:7460", "--", "true"}));
   EXPECT_EQ(o.node, 1);
   EXPECT_EQ(o.daemon_socket, "/run/g.sock");
   EXPECT_EQ(o.controller, "ctl:7460");
-  ASSERT_OK_AND_ASSIGN(o, Parse({"-np", "4", "--nodes", "2", "--", "true"},
-                                {{"GRAVACRUN_NODE", "0"},
-                                 {"GRAVAC_DAEMON_SOCKET", "/e.sock"},
-                                 {"GRAVAC_CONTROLLER", "c:1"}}));
+  ASSERT_OK_AND_ASSIGN(
+      o, Parse({"-np", "4", "--nodes", "2", "--", "true"}, {{"GRAVACRUN_NODE", "0"},
+                                                            {"GRAVAC_DAEMON_SOCKET", "/e.sock"},
+                                                            {"GRAVAC_CONTROLLER", "c:1"}}));
   EXPECT_EQ(o.node, 0);
   EXPECT_EQ(o.daemon_socket, "/e.sock");
   EXPECT_EQ(o.controller, "c:1");
 }
 
 TEST(ParseRunnerArgsTest, NodeModeRefusesWhatItWouldNotUse) {
-  EXPECT_THAT(Parse({"-np", "4", "--nodes", "2", "--node", "2", "--daemon_socket", "/s", "--",
-                     "true"}),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--node must be -1 or 0..1")));
-  EXPECT_THAT(Parse({"-np", "4", "--nodes", "2", "--node", "0", "--", "true"}),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--node needs --daemon_socket")));
-  EXPECT_THAT(Parse({"-np", "4", "--nodes", "2", "--node", "0", "--daemon_socket", "/s",
-                     "--window", "5", "--", "true"}),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--node starts no controller")));
-  EXPECT_THAT(Parse({"-np", "4", "--nodes", "2", "--node", "0", "--daemon_socket", "/s",
-                     "--link", "1gbit", "--", "true"}),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--node starts no controller")));
+  EXPECT_THAT(
+      Parse({"-np", "4", "--nodes", "2", "--node", "2", "--daemon_socket", "/s", "--", "true"}),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--node must be -1 or 0..1")));
+  EXPECT_THAT(
+      Parse({"-np", "4", "--nodes", "2", "--node", "0", "--", "true"}),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--node needs --daemon_socket")));
+  EXPECT_THAT(
+      Parse({"-np", "4", "--nodes", "2", "--node", "0", "--daemon_socket", "/s", "--window", "5",
+             "--", "true"}),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--node starts no controller")));
+  EXPECT_THAT(
+      Parse({"-np", "4", "--nodes", "2", "--node", "0", "--daemon_socket", "/s", "--link", "1gbit",
+             "--", "true"}),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--node starts no controller")));
   EXPECT_THAT(Parse({"-np", "4", "--node", "-2", "--", "true"}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--node must be -1 or >= 0")));
 }
