@@ -10,6 +10,8 @@ digits of python3-sklearn) on 2 emulated nodes x 2 workers, same seed and epochs
   gravac_geometric       --mode gravac --policy geometric
   gravac_exponential     --mode gravac --policy exponential
   ddp                    bench/e2e/ddp_peer.py: torch DistributedDataParallel, gloo backend
+  <run>_staged           any gravac run above with GRAVAC_ZERO_COPY=0: gradients are copied
+                         through the staging segments instead of being reduced in place
 
 gravac runs use `gravacrun -np 4 --nodes 2 --link RATE` (the flags of the compressor come from
 train_digits.py --print-gravacrun-args). The DDP peer runs in a cluster made with
@@ -71,10 +73,23 @@ RUNS = {
     "ddp": None,
 }
 STATIC_RE = re.compile(r"^static(\d+)$")
+STAGED = "_staged"  # run-name suffix: the run with GRAVAC_ZERO_COPY=0
+
+
+def base_run(name):
+    return name[:-len(STAGED)] if name.endswith(STAGED) else name
+
+
+def known_run(name):
+    base = base_run(name)
+    if base == "ddp":
+        return name == "ddp"
+    return base in RUNS or bool(STATIC_RE.match(base))
 
 
 def run_flags(name):
     """train_digits.py flags of a run (None for ddp); KeyError for an unknown name."""
+    name = base_run(name)
     m = STATIC_RE.match(name)
     if name not in RUNS and m and int(m.group(1)) >= 1:
         return ["--mode", "static", "--theta", m.group(1)]
@@ -153,6 +168,8 @@ def run_gravac(args, name, env):
     cmd = [args.gravacrun, "-np", "4", "--nodes", "2", "--link", args.link,
            "--step_log", os.path.join(out, name + ".steps.{node}.log")] + flags
     cmd += ["--", args.python, EXAMPLE] + train + ["--log-json", log_json]
+    if name.endswith(STAGED):
+        env = dict(env, GRAVAC_ZERO_COPY="0")
     rc, wall = run_job(cmd, env, os.path.join(out, name + ".log"), args.run_timeout_s)
     return dict(parse_gravac_outputs(out, name), rc=rc, wall_s=wall)
 
@@ -427,7 +444,8 @@ def main():
     p.add_argument("--target", type=float, default=0.96, help="target test accuracy")
     p.add_argument("--out_dir", default="/tmp/gravac-e2e")
     p.add_argument("--runs", default=",".join(RUNS), help="comma-separated subset of: "
-                   + ", ".join(RUNS) + " (or any staticN)")
+                   + ", ".join(RUNS) + " (or any staticN; a gravac run + _staged: with "
+                   "GRAVAC_ZERO_COPY=0)")
     p.add_argument("--quick", action="store_true", help="1 epoch per run (smoke check)")
     p.add_argument("--summarize", nargs="+", metavar="ROUND_DIR", default=None,
                    help="write summary.md into --out_dir from the results.json of earlier "
@@ -461,7 +479,7 @@ def main():
     if args.quick:
         args.epochs = 1
     names = [n for n in args.runs.split(",") if n]
-    bad = [n for n in names if n not in RUNS and not STATIC_RE.match(n)]
+    bad = [n for n in names if not known_run(n)]
     if bad:
         p.error("unknown runs %s (known: %s)" % (bad, ", ".join(RUNS)))
     args.run_timeout_s = args.run_timeout_s or 120 + 20 * args.epochs

@@ -1,7 +1,10 @@
 // gravac-shm-handoff-bench (BENCHMARKS.md 7): the shared-memory handoff worker -> daemon ->
 // worker. A WorkerServer whose sink completes every tensor at once (no engine, no network) serves
 // 1 and 2 local workers (threads using the C API); each worker allreduces a float32 tensor of
-// 4 KB .. 64 MB and waits. Reported per size: the round trip p50 / p99, and the staging copy
+// 4 KB .. 64 MB in place and waits, alternating private memory (staged: copied into the staging
+// segment and back) and a shared buffer (gravac_buffer_alloc: the server reads and writes it
+// directly). Reported per size: the staged round trip p50 / p99, the shared one's p50 / p99 and
+// its ratio to the staged p50 (interleaved in the same run), and the staging copy
 // GB/s (user buffer -> memfd staging segment, what gravac_*_async does) against a single-core
 // memcpy GB/s between private buffers, measured interleaved in the same run. Every element of
 // every result is checked (inputs are small integers; #wrong must be 0, else exit 1).
@@ -48,6 +51,7 @@ struct Row {
   int64_t bytes;
   int iters;
   double p50_us, p99_us, rt_gbps;
+  double shared_p50_us, shared_p99_us;
   double staging_gbps, memcpy_gbps;
   int64_t wrong;
 };
@@ -98,8 +102,10 @@ std::pair<double, double> CopyRates(int64_t bytes, int reps) {
 }
 
 struct WorkerTimes {
-  std::vector<std::vector<double>> times;  // per size
-  std::vector<int64_t> wrong;              // per size
+  // Per size: round trips of an in-place allreduce on private memory (staged: copied into the
+  // staging segment and back) and on a shared buffer (gravac_buffer_alloc: no copies).
+  std::vector<std::vector<double>> staged, shared;
+  std::vector<int64_t> wrong;  // per size, both kinds
   std::string error;
 };
 
@@ -109,7 +115,9 @@ int Iters(int64_t bytes, int max_iters) {
       std::max<int64_t>(5, std::min<int64_t>(max_iters, (int64_t{2} << 30) / bytes)));
 }
 
-// Runs `workers` worker threads over every size against the server on `socket`.
+// Runs `workers` worker threads over every size against the server on `socket`. Each iteration
+// does one staged and one shared round trip, alternating which goes first; the input is written
+// before the clock starts.
 std::vector<WorkerTimes> RunWorkers(const std::string& socket, int workers,
                                     const std::vector<int64_t>& sizes, int max_iters, int warmup) {
   std::vector<WorkerTimes> result(workers);
@@ -133,33 +141,56 @@ std::vector<WorkerTimes> RunWorkers(const std::string& socket, int workers,
       }
       for (int64_t bytes : sizes) {
         const int64_t count = bytes / 4;
-        std::vector<float> in(count), out(count);
-        for (int64_t i = 0; i < count; ++i) in[i] = static_cast<float>((i + lr) % 64);
+        std::vector<float> input(count), priv(count);
+        for (int64_t i = 0; i < count; ++i) input[i] = static_cast<float>((i + lr) % 64);
+        gravac_buffer* buf = nullptr;
+        if (gravac_buffer_alloc(ctx, bytes, &buf) != GRAVAC_OK) {
+          mine.error = gravac_last_error(ctx);
+          break;
+        }
+        absl::Cleanup free_buf = [buf] { gravac_buffer_free(buf); };
+        float* shared = static_cast<float*>(gravac_buffer_data(buf));
         const int64_t shape[] = {count};
         const std::string name = absl::StrFormat("handoff.%d", bytes);
         const int iters = Iters(bytes, max_iters);
-        std::vector<double> times;
+        std::vector<double> staged_t, shared_t;
         int64_t wrong = 0;
-        for (int it = 0; it < warmup + iters && mine.error.empty(); ++it) {
+        auto check = [&](const float* out) {
+          for (int64_t i = 0; i < count; ++i) {
+            float expect = 0;
+            for (int w = 0; w < workers; ++w) expect += static_cast<float>((i + w) % 64);
+            if (out[i] != expect) ++wrong;
+          }
+        };
+        auto round_trip = [&](float* data, std::vector<double>* times, bool timed) {
+          std::memcpy(data, input.data(), bytes);
           gravac_request* req = nullptr;
           const absl::Time t0 = absl::Now();
-          gravac_status s = gravac_allreduce_async(ctx, name.c_str(), in.data(), out.data(), shape,
-                                                   1, GRAVAC_FLOAT32, GRAVAC_SUM, nullptr, &req);
+          gravac_status s = gravac_allreduce_async(ctx, name.c_str(), data, data, shape, 1,
+                                                   GRAVAC_FLOAT32, GRAVAC_SUM, nullptr, &req);
           if (s == GRAVAC_OK) s = gravac_wait(req);
           const absl::Time t1 = absl::Now();
           if (s != GRAVAC_OK) {
             mine.error = req ? gravac_request_error(req) : gravac_last_error(ctx);
-          } else if (it >= warmup) {
-            times.push_back(absl::ToDoubleMicroseconds(t1 - t0));
+          } else if (timed) {
+            times->push_back(absl::ToDoubleMicroseconds(t1 - t0));
           }
           gravac_request_free(req);
+        };
+        for (int it = 0; it < warmup + iters && mine.error.empty(); ++it) {
+          const bool timed = it >= warmup;
+          if (it % 2 == 0) {
+            round_trip(priv.data(), &staged_t, timed);
+            round_trip(shared, &shared_t, timed);
+          } else {
+            round_trip(shared, &shared_t, timed);
+            round_trip(priv.data(), &staged_t, timed);
+          }
         }
-        for (int64_t i = 0; i < count; ++i) {
-          float expect = 0;
-          for (int w = 0; w < workers; ++w) expect += static_cast<float>((i + w) % 64);
-          if (out[i] != expect) ++wrong;
-        }
-        mine.times.push_back(std::move(times));
+        check(priv.data());
+        check(shared);
+        mine.staged.push_back(std::move(staged_t));
+        mine.shared.push_back(std::move(shared_t));
         mine.wrong.push_back(wrong);
       }
       gravac_shutdown(ctx);
@@ -203,8 +234,9 @@ int Main(int argc, char** argv) {
   const std::string socket = std::string(dir) + "/bench.sock";
 
   std::vector<Row> rows;
-  std::printf("%7s %10s %6s %10s %10s %9s %12s %11s %7s %6s\n", "workers", "bytes", "iters",
-              "p50_us", "p99_us", "rt_GB/s", "staging_GB/s", "memcpy_GB/s", "ratio", "#wrong");
+  std::printf("%7s %10s %6s %10s %10s %9s %10s %10s %8s %12s %11s %7s %6s\n", "workers", "bytes",
+              "iters", "p50_us", "p99_us", "rt_GB/s", "shared_p50", "shared_p99", "sh/stg",
+              "staging_GB/s", "memcpy_GB/s", "ratio", "#wrong");
   for (int workers : worker_counts) {
     daemon::WorkerServerOptions o;
     o.socket_path = socket;
@@ -237,15 +269,18 @@ int Main(int argc, char** argv) {
       row.workers = workers;
       row.bytes = sizes[i];
       row.iters = Iters(sizes[i], max_iters);
-      row.p50_us = Percentile(times[0].times[i], 0.5);
-      row.p99_us = Percentile(times[0].times[i], 0.99);
+      row.p50_us = Percentile(times[0].staged[i], 0.5);
+      row.p99_us = Percentile(times[0].staged[i], 0.99);
       row.rt_gbps = row.bytes / (row.p50_us * 1e-6) / 1e9;
+      row.shared_p50_us = Percentile(times[0].shared[i], 0.5);
+      row.shared_p99_us = Percentile(times[0].shared[i], 0.99);
       for (const WorkerTimes& t : times) row.wrong += t.wrong[i];
       std::tie(row.staging_gbps, row.memcpy_gbps) = CopyRates(row.bytes, 21);
-      std::printf("%7d %10ld %6d %10.1f %10.1f %9.2f %12.2f %11.2f %7.3f %6ld\n", row.workers,
-                  static_cast<long>(row.bytes), row.iters, row.p50_us, row.p99_us, row.rt_gbps,
-                  row.staging_gbps, row.memcpy_gbps, row.staging_gbps / row.memcpy_gbps,
-                  static_cast<long>(row.wrong));
+      std::printf(
+          "%7d %10ld %6d %10.1f %10.1f %9.2f %10.1f %10.1f %8.3f %12.2f %11.2f %7.3f %6ld\n",
+          row.workers, static_cast<long>(row.bytes), row.iters, row.p50_us, row.p99_us, row.rt_gbps,
+          row.shared_p50_us, row.shared_p99_us, row.shared_p50_us / row.p50_us, row.staging_gbps,
+          row.memcpy_gbps, row.staging_gbps / row.memcpy_gbps, static_cast<long>(row.wrong));
       std::fflush(stdout);
       rows.push_back(row);
     }
@@ -261,9 +296,11 @@ int Main(int argc, char** argv) {
       const Row& r = rows[i];
       out << absl::StrFormat(
           "  {\"workers\": %d, \"bytes\": %d, \"iters\": %d, \"p50_us\": %.3f, \"p99_us\": %.3f, "
-          "\"rt_gbps\": %.4f, \"staging_gbps\": %.4f, \"memcpy_gbps\": %.4f, "
+          "\"rt_gbps\": %.4f, \"shared_p50_us\": %.3f, \"shared_p99_us\": %.3f, "
+          "\"shared_over_staged\": %.4f, \"staging_gbps\": %.4f, \"memcpy_gbps\": %.4f, "
           "\"staging_over_memcpy\": %.4f, \"wrong\": %d}%s\n",
-          r.workers, r.bytes, r.iters, r.p50_us, r.p99_us, r.rt_gbps, r.staging_gbps, r.memcpy_gbps,
+          r.workers, r.bytes, r.iters, r.p50_us, r.p99_us, r.rt_gbps, r.shared_p50_us,
+          r.shared_p99_us, r.shared_p50_us / r.p50_us, r.staging_gbps, r.memcpy_gbps,
           r.staging_gbps / r.memcpy_gbps, r.wrong, i + 1 < rows.size() ? "," : "");
     }
     out << " ]}\n";

@@ -19,6 +19,12 @@ struct gravac_request {
   std::shared_ptr<gravac::client::RequestState> state;
 };
 
+// Owns the mapping of its memory; the registry is gone once the client is.
+struct gravac_buffer {
+  gravac::client::SharedBuffers::Buffer buffer;
+  std::weak_ptr<gravac::client::SharedBuffers> registry;
+};
+
 namespace {
 
 using gravac::client::Client;
@@ -169,6 +175,7 @@ gravac_status gravac_init_with_config(const gravac_config* config, gravac_contex
   c.daemon_socket = config->daemon_socket != nullptr ? config->daemon_socket : "";
   if (config->connect_timeout_s > 0) c.connect_timeout = absl::Seconds(config->connect_timeout_s);
   if (config->staging_bytes > 0) c.staging_bytes = static_cast<uint64_t>(config->staging_bytes);
+  c.zero_copy = config->no_zero_copy == 0;
   return Init(c, ctx, error, error_size);
 }
 
@@ -317,6 +324,31 @@ void gravac_request_free(gravac_request* req) {
     req->state->abandoned = true;
   }
   delete req;
+}
+
+gravac_status gravac_buffer_alloc(gravac_context* ctx, size_t bytes, gravac_buffer** buf) {
+  if (ctx == nullptr) return GRAVAC_ERR_INVALID;
+  if (buf == nullptr) return Fail(ctx, absl::InvalidArgumentError("buf is NULL"));
+  *buf = nullptr;
+  const auto& registry = ctx->client->shared_buffers();
+  auto buffer = registry->Allocate(bytes);
+  if (!buffer.ok()) return Fail(ctx, buffer.status());
+  *buf = new gravac_buffer{std::move(*buffer), registry};
+  return GRAVAC_OK;
+}
+
+void* gravac_buffer_data(const gravac_buffer* buf) {
+  return buf != nullptr ? buf->buffer.data : nullptr;
+}
+
+size_t gravac_buffer_size(const gravac_buffer* buf) {
+  return buf != nullptr ? buf->buffer.bytes : 0;
+}
+
+void gravac_buffer_free(gravac_buffer* buf) {
+  if (buf == nullptr) return;
+  if (auto registry = buf->registry.lock()) registry->Free(buf->buffer.data).IgnoreError();
+  delete buf;
 }
 
 gravac_status gravac_barrier(gravac_context* ctx) {

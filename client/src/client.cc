@@ -26,6 +26,9 @@ constexpr SettingSpec kClientSettings[] = {
      "how long to retry connecting to the daemon", SettingType::kDouble},
     {"staging_bytes", "GRAVAC_STAGING_BYTES", "16777216",
      "size of the first shared-memory staging segment", SettingType::kInt},
+    {"zero_copy", "GRAVAC_ZERO_COPY", "true",
+     "requests on shared buffers (gravac_buffer_alloc) skip the staging copies",
+     SettingType::kBool},
 };
 
 }  // namespace
@@ -40,6 +43,7 @@ absl::StatusOr<ClientConfig> ConfigFromEnvironment(const EnvLookup& env) {
   ASSIGN_OR_RETURN(c.daemon_socket, s.GetString("daemon_socket"));
   ASSIGN_OR_RETURN(double timeout_s, s.GetDouble("connect_timeout_s"));
   ASSIGN_OR_RETURN(int64_t staging, s.GetInt("staging_bytes"));
+  ASSIGN_OR_RETURN(c.zero_copy, s.GetBool("zero_copy"));
   c.rank = static_cast<int>(rank);
   c.size = static_cast<int>(size);
   c.local_rank = static_cast<int>(local_rank);
@@ -67,20 +71,12 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientConfig& conf
   ASSIGN_OR_RETURN(client->sock_, ipc::ConnectUnix(config.daemon_socket, config.connect_timeout));
   RETURN_IF_ERROR(client->Hello());
   Client* raw = client.get();
-  client->arena_ = std::make_unique<StagingArena>(
-      config.staging_bytes,
-      [raw](uint64_t id, const ipc::ShmSegment& seg) {
-        v1::WorkerMessage msg;
-        msg.mutable_register_segment()->set_segment_id(id);
-        msg.mutable_register_segment()->set_bytes(seg.segment_bytes());
-        int fd = seg.fd();
-        return raw->SendLocked(msg, absl::MakeConstSpan(&fd, 1));
-      },
-      [raw](uint64_t id) {
-        v1::WorkerMessage msg;
-        msg.mutable_release_segment()->set_segment_id(id);
-        raw->SendLocked(msg).IgnoreError();
-      });
+  auto on_register = [raw](uint64_t id, const ipc::ShmSegment& segment) {
+    return raw->RegisterSegment(id, segment);
+  };
+  auto on_release = [raw](uint64_t id) { raw->ReleaseSegment(id); };
+  client->arena_ = std::make_unique<StagingArena>(config.staging_bytes, on_register, on_release);
+  client->shared_ = std::make_shared<SharedBuffers>(config.staging_bytes, on_register, on_release);
   client->reader_thread_ = std::thread([raw] { raw->ReaderLoop(); });
   return client;
 }
@@ -129,6 +125,7 @@ absl::Status Client::Hello() {
 }
 
 Client::~Client() {
+  if (shared_ != nullptr) shared_->Close();
   if (sock_.valid()) ::shutdown(sock_.get(), SHUT_RDWR);
   if (reader_thread_.joinable()) reader_thread_.join();
 }
@@ -137,6 +134,28 @@ absl::Status Client::SendLocked(const v1::WorkerMessage& msg, absl::Span<const i
   std::string bytes = msg.SerializeAsString();
   std::lock_guard<std::mutex> lock(send_mu_);
   return ipc::SendFrame(sock_.get(), bytes, fds, absl::Seconds(30));
+}
+
+absl::Status Client::RegisterSegment(uint64_t id, const ipc::ShmSegment& segment) {
+  v1::WorkerMessage msg;
+  msg.mutable_register_segment()->set_segment_id(id);
+  msg.mutable_register_segment()->set_bytes(segment.segment_bytes());
+  int fd = segment.fd();
+  return SendLocked(msg, absl::MakeConstSpan(&fd, 1));
+}
+
+void Client::ReleaseSegment(uint64_t id) {
+  v1::WorkerMessage msg;
+  msg.mutable_release_segment()->set_segment_id(id);
+  SendLocked(msg).IgnoreError();
+}
+
+void Client::FreeBlockLocked(const RequestState& state) {
+  if (state.borrowed) {
+    shared_->Return(state.block.data);
+  } else {
+    arena_->Free(state.block);
+  }
 }
 
 int Client::staging_segments() {
@@ -151,15 +170,20 @@ absl::StatusOr<std::shared_ptr<RequestState>> Client::Submit(v1::Request request
   state->kind = request.kind();
   state->out = out;
   state->row_bytes = row_bytes;
+  const bool in_place = request.kind() == v1::ALLGATHER || out == in;
   uint64_t id;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!dead_.ok()) return dead_;
-    ASSIGN_OR_RETURN(state->block, arena_->Allocate(bytes));
+    state->borrowed =
+        config_.zero_copy && in_place && bytes > 0 && shared_->Borrow(in, bytes, &state->block);
+    if (!state->borrowed) {
+      ASSIGN_OR_RETURN(state->block, arena_->Allocate(bytes));
+    }
     id = next_id_++;
     pending_.emplace(id, state);
   }
-  if (bytes > 0) std::memcpy(state->block.data, in, bytes);
+  if (bytes > 0 && !state->borrowed) std::memcpy(state->block.data, in, bytes);
   request.set_id(id);
   request.set_segment_id(state->block.segment_id);
   request.set_offset(state->block.offset);
@@ -169,7 +193,7 @@ absl::StatusOr<std::shared_ptr<RequestState>> Client::Submit(v1::Request request
   absl::Status sent = SendLocked(msg);
   if (!sent.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (pending_.erase(id) > 0) arena_->Free(state->block);
+    if (pending_.erase(id) > 0) FreeBlockLocked(*state);
     return sent;
   }
   return state;
@@ -251,7 +275,7 @@ void Client::OnResponse(v1::Response& response, std::vector<ipc::UniqueFd> fds) 
   }
   {
     std::lock_guard<std::mutex> lock(state->mu);
-    if (status.ok() && state->kind != v1::ALLGATHER && !state->abandoned &&
+    if (status.ok() && state->kind != v1::ALLGATHER && !state->abandoned && !state->borrowed &&
         state->block.bytes > 0 && state->out != nullptr) {
       std::memcpy(state->out, state->block.data, state->block.bytes);
     }
@@ -266,7 +290,7 @@ void Client::OnResponse(v1::Response& response, std::vector<ipc::UniqueFd> fds) 
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    arena_->Free(state->block);
+    FreeBlockLocked(*state);
   }
   state->cv.notify_all();
 }
@@ -280,6 +304,7 @@ void Client::FailAll(const absl::Status& status) {
     cv_.notify_all();
   }
   for (auto& [id, state] : pending) {
+    if (state->borrowed) shared_->Return(state->block.data);  // staging blocks die with the client
     {
       std::lock_guard<std::mutex> lock(state->mu);
       state->status = status;

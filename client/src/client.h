@@ -22,6 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "client/src/shared_buffers.h"
 #include "client/src/staging.h"
 #include "core/ipc/framing.h"
 #include "core/ipc/segment.h"
@@ -39,10 +40,11 @@ struct ClientConfig {
   std::string daemon_socket;
   absl::Duration connect_timeout = absl::Seconds(30);
   uint64_t staging_bytes = 16 << 20;
+  bool zero_copy = true;  // requests use shared buffers in place (GRAVAC_ZERO_COPY)
 };
 
 // Reads GRAVAC_RANK, GRAVAC_SIZE, GRAVAC_LOCAL_RANK, GRAVAC_LOCAL_SIZE, GRAVAC_DAEMON_SOCKET,
-// GRAVAC_CONNECT_TIMEOUT_S, GRAVAC_STAGING_BYTES through the settings table.
+// GRAVAC_CONNECT_TIMEOUT_S, GRAVAC_STAGING_BYTES, GRAVAC_ZERO_COPY through the settings table.
 absl::StatusOr<ClientConfig> ConfigFromEnvironment(const EnvLookup& env);
 
 struct RequestState {
@@ -59,6 +61,7 @@ struct RequestState {
   v1::CollectiveKind kind = v1::ALLREDUCE;
   void* out = nullptr;
   StagingBlock block;
+  bool borrowed = false;   // `block` lies in a shared buffer (SharedBuffers::Borrow): no copies
   uint64_t row_bytes = 0;  // allgather: bytes per unit of the first dimension
   // allgather results.
   std::vector<int64_t> first_dims;
@@ -74,7 +77,9 @@ class Client {
   const ClientConfig& config() const { return config_; }
 
   // Copies `bytes` of `in` into staging and posts `request` (id, segment, offset and bytes are
-  // filled in here). `out` receives the result (allreduce / broadcast), may equal `in`.
+  // filled in here). `out` receives the result (allreduce / broadcast), may equal `in`. When `in`
+  // lies in a shared buffer and the result goes back in place (out == in, or an allgather), the
+  // request uses that memory directly (unless zero_copy is off).
   absl::StatusOr<std::shared_ptr<RequestState>> Submit(v1::Request request, const void* in,
                                                        void* out, uint64_t bytes,
                                                        uint64_t row_bytes);
@@ -82,11 +87,17 @@ class Client {
   absl::Status Shutdown();
 
   int staging_segments();
+  // Memory the daemon maps, for tensors (gravac_buffer_alloc). Outlives the client.
+  const std::shared_ptr<SharedBuffers>& shared_buffers() const { return shared_; }
 
  private:
   explicit Client(ClientConfig config);
   absl::Status Hello();
   absl::Status SendLocked(const v1::WorkerMessage& msg, absl::Span<const int> fds = {});
+  absl::Status RegisterSegment(uint64_t id, const ipc::ShmSegment& segment);
+  void ReleaseSegment(uint64_t id);
+  // Returns a finished request's block to the staging arena or its shared buffer.
+  void FreeBlockLocked(const RequestState& state);
   void ReaderLoop();
   void OnResponse(v1::Response& response, std::vector<ipc::UniqueFd> fds);
   void FailAll(const absl::Status& status);
@@ -98,6 +109,7 @@ class Client {
   std::condition_variable cv_;
   std::map<uint64_t, std::shared_ptr<RequestState>> pending_;
   std::unique_ptr<StagingArena> arena_;
+  std::shared_ptr<SharedBuffers> shared_;
   uint64_t next_id_ = 1;
   uint64_t barrier_count_ = 0;
   absl::Status dead_;  // set when the connection is gone

@@ -14,14 +14,23 @@ uint64_t AlignUp(uint64_t v) { return (v + kAlign - 1) & ~(kAlign - 1); }
 
 }  // namespace
 
-StagingArena::StagingArena(uint64_t initial_bytes, RegisterFn on_register, ReleaseFn on_release)
+StagingArena::StagingArena(uint64_t initial_bytes, RegisterFn on_register, ReleaseFn on_release,
+                           uint64_t first_id, std::string name)
     : initial_bytes_(std::max<uint64_t>(AlignUp(initial_bytes), 4096)),
       on_register_(std::move(on_register)),
-      on_release_(std::move(on_release)) {}
+      on_release_(std::move(on_release)),
+      next_id_(first_id),
+      name_(std::move(name)) {}
 
 uint64_t StagingArena::current_segment_bytes() const {
   auto it = segments_.find(current_id_);
-  return it == segments_.end() ? 0 : it->second->shm.data_bytes();
+  return it == segments_.end() ? 0 : it->second->shm->data_bytes();
+}
+
+std::shared_ptr<const ipc::ShmSegment> StagingArena::Mapping(uint64_t id) const {
+  auto it = segments_.find(id);
+  if (it == segments_.end()) return nullptr;
+  return it->second->shm;
 }
 
 bool StagingArena::TryAllocate(uint64_t id, Segment& seg, uint64_t bytes, StagingBlock* out) {
@@ -32,7 +41,7 @@ bool StagingArena::TryAllocate(uint64_t id, Segment& seg, uint64_t bytes, Stagin
     seg.free.erase(it);
     if (left > 0) seg.free.emplace(offset + bytes, left);
     ++seg.blocks;
-    *out = StagingBlock{id, offset, bytes, seg.shm.data() + offset};
+    *out = StagingBlock{id, offset, bytes, seg.shm->data() + offset};
     return true;
   }
   return false;
@@ -41,16 +50,16 @@ bool StagingArena::TryAllocate(uint64_t id, Segment& seg, uint64_t bytes, Stagin
 absl::Status StagingArena::Grow(uint64_t at_least) {
   uint64_t size = initial_bytes_;
   if (auto it = segments_.find(current_id_); it != segments_.end()) {
-    size = it->second->shm.data_bytes() * 2;
+    size = it->second->shm->data_bytes() * 2;
   }
   while (size < at_least) size *= 2;
   const uint64_t id = next_id_++;
   ASSIGN_OR_RETURN(ipc::ShmSegment shm,
-                   ipc::ShmSegment::Create(absl::StrFormat("gravac-staging-%d", id), size));
+                   ipc::ShmSegment::Create(absl::StrFormat("%s-%d", name_, id), size));
   auto seg = std::make_unique<Segment>();
-  seg->shm = std::move(shm);
+  seg->shm = std::make_shared<ipc::ShmSegment>(std::move(shm));
   seg->free.emplace(0, size);
-  RETURN_IF_ERROR(on_register_(id, seg->shm));
+  RETURN_IF_ERROR(on_register_(id, *seg->shm));
   const uint64_t old = current_id_;
   segments_.emplace(id, std::move(seg));
   current_id_ = id;

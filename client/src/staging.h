@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "core/ipc/segment.h"
@@ -31,17 +32,21 @@ class StagingArena {
   using RegisterFn = std::function<absl::Status(uint64_t id, const ipc::ShmSegment& segment)>;
   using ReleaseFn = std::function<void(uint64_t id)>;
 
-  StagingArena(uint64_t initial_bytes, RegisterFn on_register, ReleaseFn on_release);
+  StagingArena(uint64_t initial_bytes, RegisterFn on_register, ReleaseFn on_release,
+               uint64_t first_id = 1, std::string name = "gravac-staging");
 
   absl::StatusOr<StagingBlock> Allocate(uint64_t bytes);
   void Free(const StagingBlock& block);
 
   int segment_count() const { return static_cast<int>(segments_.size()); }
   uint64_t current_segment_bytes() const;
+  // The mapping of segment `id` (null if there is none); it stays mapped while the pointer lives,
+  // also after the arena released the segment.
+  std::shared_ptr<const ipc::ShmSegment> Mapping(uint64_t id) const;
 
  private:
   struct Segment {
-    ipc::ShmSegment shm;
+    std::shared_ptr<ipc::ShmSegment> shm;
     std::map<uint64_t, uint64_t> free;  // offset -> size
     int blocks = 0;
   };
@@ -53,7 +58,8 @@ class StagingArena {
   ReleaseFn on_release_;
   std::map<uint64_t, std::unique_ptr<Segment>> segments_;
   uint64_t current_id_ = 0;
-  uint64_t next_id_ = 1;
+  uint64_t next_id_;
+  std::string name_;
 };
 
 }  // namespace gravac::client

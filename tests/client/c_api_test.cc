@@ -1,5 +1,7 @@
 // The C API (gravac.h) and its C++ wrapper against an in-process WorkerServer whose sink
 // completes tensors itself (FakeEngine: one node, so the node sum is the global sum).
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -38,8 +40,9 @@ class CApiTest : public ::testing::Test {
     server_ = std::move(*server);
     server_->Serve(engine_->Sink(), engine_->OnFailure());
   }
-  void Run(int n, const std::function<void(int, gravac_context*)>& fn, int64_t staging = 0) {
-    RunWorkers(dir_.socket(), n, 0, n, fn, staging);
+  void Run(int n, const std::function<void(int, gravac_context*)>& fn, int64_t staging = 0,
+           bool shutdown = true) {
+    RunWorkers(dir_.socket(), n, 0, n, fn, staging, shutdown);
   }
 
   TempDir dir_;
@@ -379,6 +382,141 @@ TEST_F(CApiTest, CppWrapper) {
     });
   }
   for (auto& t : threads) t.join();
+}
+
+// Shared buffers. The daemon combines a tensor when the last local worker posts it, so an in-place
+// request on a shared buffer sees what the buffer holds then (it reads the buffer itself), while a
+// staged one sees what it held at the post (it was copied). Worker 0 changes its buffer between its
+// post and worker 1's.
+float InPlaceSumSeenByTheDaemon(const std::string& socket, bool zero_copy) {
+  std::atomic<int> posted{0};
+  float result0 = 0, result1 = 0;
+  std::vector<std::thread> threads;
+  for (int lr = 0; lr < 2; ++lr) {
+    threads.emplace_back([&, lr] {
+      gravac_config c = MakeConfig(socket, lr, 2, lr, 2);
+      c.no_zero_copy = zero_copy ? 0 : 1;
+      client::Context ctx;
+      client::Status s = ctx.Init(c);
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      client::Buffer buf;
+      ASSERT_TRUE(ctx.AllocateBuffer(4 * sizeof(float), &buf).ok());
+      ASSERT_EQ(buf.size(), 4 * sizeof(float));
+      float* v = static_cast<float*>(buf.data());
+      for (int i = 0; i < 4; ++i) v[i] = 1.0f;
+      if (lr == 1) {
+        while (posted.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      client::Request req;
+      ASSERT_TRUE(
+          ctx.AllreduceAsync("shared", v, v, {4}, GRAVAC_FLOAT32, GRAVAC_SUM, nullptr, &req).ok());
+      if (lr == 0) {
+        for (int i = 0; i < 4; ++i) v[i] = 5.0f;
+        posted.store(1);
+      }
+      s = req.Wait();
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      for (int i = 1; i < 4; ++i) EXPECT_EQ(v[i], v[0]) << i;
+      (lr == 0 ? result0 : result1) = v[0];
+      EXPECT_TRUE(ctx.Shutdown().ok());
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(result0, result1);
+  return result0;
+}
+
+TEST_F(CApiTest, InPlaceRequestsOnASharedBufferSkipTheStagingCopies) {
+  StartDaemon(2);
+  EXPECT_EQ(InPlaceSumSeenByTheDaemon(dir_.socket(), /*zero_copy=*/true), 6.0f);
+}
+
+TEST_F(CApiTest, WithoutZeroCopySharedBuffersAreStaged) {
+  StartDaemon(2);
+  EXPECT_EQ(InPlaceSumSeenByTheDaemon(dir_.socket(), /*zero_copy=*/false), 2.0f);
+}
+
+TEST_F(CApiTest, EveryCollectiveWorksOnSharedBuffers) {
+  StartDaemon(2);
+  Run(
+      2,
+      [](int lr, gravac_context* ctx) {
+        gravac_buffer* buf = nullptr;
+        ASSERT_EQ(gravac_buffer_alloc(ctx, 64 * sizeof(float), &buf), GRAVAC_OK);
+        auto* v = static_cast<float*>(gravac_buffer_data(buf));
+        const int64_t shape[] = {64};
+        gravac_request* req = nullptr;
+
+        // Not in place: the input stays as it was, the output gets the average.
+        for (int i = 0; i < 64; ++i) v[i] = static_cast<float>(i * (lr + 1));
+        std::vector<float> out(64);
+        ASSERT_EQ(gravac_allreduce_async(ctx, "sh.out", v, out.data(), shape, 1, GRAVAC_FLOAT32,
+                                         GRAVAC_AVERAGE, nullptr, &req),
+                  GRAVAC_OK);
+        ASSERT_EQ(gravac_wait(req), GRAVAC_OK) << gravac_request_error(req);
+        gravac_request_free(req);
+        for (int i = 0; i < 64; ++i) {
+          ASSERT_EQ(v[i], static_cast<float>(i * (lr + 1))) << i;
+          ASSERT_EQ(out[i], 1.5f * i) << i;
+        }
+
+        // In place on a slice of the buffer: only the slice changes.
+        const int64_t half[] = {32};
+        ASSERT_EQ(gravac_allreduce_async(ctx, "sh.slice", v + 32, v + 32, half, 1, GRAVAC_FLOAT32,
+                                         GRAVAC_SUM, nullptr, &req),
+                  GRAVAC_OK);
+        ASSERT_EQ(gravac_wait(req), GRAVAC_OK) << gravac_request_error(req);
+        gravac_request_free(req);
+        for (int i = 0; i < 64; ++i) {
+          ASSERT_EQ(v[i], i < 32 ? static_cast<float>(i * (lr + 1)) : 3.0f * i) << i;
+        }
+
+        // Broadcast in place from rank 1.
+        for (int i = 0; i < 64; ++i) v[i] = static_cast<float>(100 * lr + i);
+        ASSERT_EQ(gravac_broadcast_async(ctx, "sh.bcast", v, shape, 1, GRAVAC_FLOAT32, 1, &req),
+                  GRAVAC_OK);
+        ASSERT_EQ(gravac_wait(req), GRAVAC_OK) << gravac_request_error(req);
+        gravac_request_free(req);
+        for (int i = 0; i < 64; ++i) ASSERT_EQ(v[i], static_cast<float>(100 + i)) << i;
+
+        // Allgather from the buffer: rank r sends r + 1 rows.
+        for (int i = 0; i <= lr; ++i) v[i] = static_cast<float>(10 * lr + i);
+        const int64_t rows[] = {lr + 1};
+        ASSERT_EQ(gravac_allgather_async(ctx, "sh.gather", v, rows, 1, GRAVAC_FLOAT32, &req),
+                  GRAVAC_OK);
+        ASSERT_EQ(gravac_wait(req), GRAVAC_OK) << gravac_request_error(req);
+        std::vector<float> all(3);
+        int64_t total = 0;
+        ASSERT_EQ(gravac_allgather_result(req, &total, all.data(), all.size() * sizeof(float)),
+                  GRAVAC_OK);
+        gravac_request_free(req);
+        EXPECT_EQ(total, 3);
+        EXPECT_THAT(all, ElementsAre(0.0f, 10.0f, 11.0f));
+
+        // The memory stays valid after shutdown until the buffer is freed.
+        ASSERT_EQ(gravac_shutdown(ctx), GRAVAC_OK);
+        v[63] = 1.0f;
+        EXPECT_EQ(v[63], 1.0f);
+        gravac_buffer_free(buf);
+      },
+      0, /*shutdown=*/false);
+}
+
+TEST_F(CApiTest, SharedBufferArgumentErrors) {
+  StartDaemon(1);
+  Run(1, [](int, gravac_context* ctx) {
+    EXPECT_EQ(gravac_buffer_alloc(nullptr, 16, nullptr), GRAVAC_ERR_INVALID);
+    EXPECT_EQ(gravac_buffer_alloc(ctx, 16, nullptr), GRAVAC_ERR_INVALID);
+    EXPECT_THAT(gravac_last_error(ctx), HasSubstr("buf is NULL"));
+    EXPECT_EQ(gravac_buffer_data(nullptr), nullptr);
+    EXPECT_EQ(gravac_buffer_size(nullptr), 0u);
+    gravac_buffer_free(nullptr);
+    gravac_buffer* empty = nullptr;
+    ASSERT_EQ(gravac_buffer_alloc(ctx, 0, &empty), GRAVAC_OK);
+    EXPECT_NE(gravac_buffer_data(empty), nullptr);
+    EXPECT_EQ(gravac_buffer_size(empty), 0u);
+    gravac_buffer_free(empty);
+  });
 }
 
 }  // namespace

@@ -29,11 +29,17 @@ TEST(ClientConfigTest, ReadsTheGravacEnvironment) {
   EXPECT_EQ(c->daemon_socket, "/tmp/x.sock");
   EXPECT_EQ(c->staging_bytes, 4096u);
   EXPECT_EQ(c->connect_timeout, absl::Milliseconds(500));
+  EXPECT_TRUE(c->zero_copy);  // the default
+  auto off = ConfigFromEnvironment(FixedEnvironment({{"GRAVAC_ZERO_COPY", "0"}}));
+  ASSERT_THAT(off, IsOk());
+  EXPECT_FALSE(off->zero_copy);
 }
 
 TEST(ClientConfigTest, BadValuesNameTheVariable) {
   EXPECT_THAT(ConfigFromEnvironment(FixedEnvironment({{"GRAVAC_RANK", "x"}})),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("GRAVAC_RANK")));
+  EXPECT_THAT(ConfigFromEnvironment(FixedEnvironment({{"GRAVAC_ZERO_COPY", "maybe"}})),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("GRAVAC_ZERO_COPY")));
 }
 
 TEST(ClientConfigTest, MissingEnvironmentIsRefusedBeforeConnecting) {

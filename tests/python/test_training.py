@@ -37,7 +37,24 @@ def assert_replicas_identical(model):
         assert torch.equal(gathered[r], gathered[0]), "rank %d's parameters differ" % r
 
 
-def train(compression, backward_passes_per_step=1, seed=0, lr=0.05):
+def shared_mappings():
+    """(start, end) of this process's gravac shared-buffer mappings (/proc/self/maps)."""
+    spans = []
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            if "/memfd:gravac-shared-" in line:
+                start, end = line.split()[0].split("-")
+                spans.append((int(start, 16), int(end, 16)))
+    return spans
+
+
+def in_shared_buffer(tensor):
+    begin = tensor.data_ptr()
+    end = begin + tensor.numel() * tensor.element_size()
+    return any(start <= begin and end <= stop for start, stop in shared_mappings())
+
+
+def train(compression, backward_passes_per_step=1, seed=0, lr=0.05, set_to_none=False):
     model = make_model(seed)
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
@@ -50,6 +67,7 @@ def train(compression, backward_passes_per_step=1, seed=0, lr=0.05):
     losses = []
     thetas = []
     step = 0
+    opt.grad_addresses = []  # per step: each gradient's address at step()
     for i in range(STEPS):
         xb, yb = x[i * BATCH:(i + 1) * BATCH], y[i * BATCH:(i + 1) * BATCH]
         loss = loss_fn(model(xb), yb)
@@ -57,7 +75,8 @@ def train(compression, backward_passes_per_step=1, seed=0, lr=0.05):
         losses.append(loss.item())
         if (i + 1) % backward_passes_per_step == 0:
             opt.step()
-            opt.zero_grad()
+            opt.grad_addresses.append([p.grad.data_ptr() for p in model.parameters()])
+            opt.zero_grad(set_to_none=set_to_none)
             thetas.append(opt.last_step_info["theta"])
             step += 1
     assert opt.gravac_step == step
@@ -93,6 +112,28 @@ def test_fp16_compression_and_accumulation():
     model, opt, first, last = train(hvd.Compression.fp16, backward_passes_per_step=2, seed=2)
     assert last < 0.5 * first, (first, last)
     assert_replicas_identical(model)
+
+
+def test_gradients_are_reduced_in_place_in_shared_buffers():
+    """The daemon reads and writes the gradients in memory it maps: after the first step every
+    gradient lives in a shared buffer and stays there (autograd accumulates into it)."""
+    model, opt, first, last = train(hvd.Compression.none, seed=5)
+    assert last < 0.5 * first, (first, last)
+    assert_replicas_identical(model)
+    for p in model.parameters():
+        assert in_shared_buffer(p.grad), "a gradient of shape %s is not in a shared buffer" % (
+            tuple(p.shape),)
+    assert all(addresses == opt.grad_addresses[0] for addresses in opt.grad_addresses)
+
+
+def test_gradients_allocated_anew_are_moved_into_the_shared_buffers():
+    """zero_grad(set_to_none=True) drops the gradients: each step's new one is copied into the
+    parameter's shared buffer, which is reused, and the results are the same as in place."""
+    model, opt, first, last = train(hvd.Compression.none, seed=6, set_to_none=True)
+    assert last < 0.5 * first, (first, last)
+    assert_replicas_identical(model)
+    assert all(addresses == opt.grad_addresses[0] for addresses in opt.grad_addresses)
+    assert all(in_shared_buffer(opt._shared_grads[p]) for p in model.parameters())
 
 
 def test_gradients_leave_during_backward():

@@ -12,7 +12,8 @@
  *     allowed: its result is discarded). Buffers passed to *_async (in, out, data) are read at
  *     the call (inputs are copied into the staging segment before the call returns) and `out` /
  *     `data` are written by the library before the request reports done; they must stay valid
- *     until then (or until the request is freed).
+ *     until then (or until the request is freed). In-place requests on a gravac_buffer are the
+ *     exception: the daemon reads and writes the buffer itself (see gravac_buffer_alloc).
  *
  * Blocking: *_async calls do not wait for the other ranks (they copy the input into the staging
  *   segment and send one small message; when the segment is full they register a larger one).
@@ -97,11 +98,12 @@ typedef struct {
   const char* daemon_socket; /* GRAVAC_DAEMON_SOCKET: Unix socket path of the node's daemon */
   double connect_timeout_s;  /* GRAVAC_CONNECT_TIMEOUT_S (30): retry connecting this long */
   int64_t staging_bytes;     /* GRAVAC_STAGING_BYTES (16 MiB): first staging segment's size */
+  int no_zero_copy;          /* GRAVAC_ZERO_COPY=0: nonzero stages shared buffers' requests too */
 } gravac_config;
 
 /* Creates a context from the GRAVAC_* environment (GRAVAC_RANK, GRAVAC_SIZE,
  * GRAVAC_LOCAL_RANK, GRAVAC_LOCAL_SIZE, GRAVAC_DAEMON_SOCKET, optional
- * GRAVAC_CONNECT_TIMEOUT_S and GRAVAC_STAGING_BYTES), connects to the daemon and says hello.
+ * GRAVAC_CONNECT_TIMEOUT_S, GRAVAC_STAGING_BYTES and GRAVAC_ZERO_COPY), connects to the daemon and says hello.
  * Blocks up to the connect timeout. On failure *ctx is NULL (a failed init has no context to
  * carry its message: use gravac_init_verbose to get it). */
 gravac_status gravac_init(gravac_context** ctx);
@@ -152,6 +154,23 @@ gravac_status gravac_result_info_get(const gravac_request* req, gravac_result_in
 /* Message of a failed request ("" while pending or after success). */
 const char* gravac_request_error(const gravac_request* req);
 void gravac_request_free(gravac_request* req);
+
+/* Shared buffers: host memory that the daemon maps, for tensors that take part in collectives.
+ * An allreduce or broadcast whose buffer lies inside one and runs in place (out == in), and an
+ * allgather whose input lies inside one, use that memory directly: the daemon reads the input
+ * and writes the result there, and neither is copied through the staging segment (unless
+ * GRAVAC_ZERO_COPY=0). Other requests on a shared buffer are staged as usual. Such a request
+ * must not be freed before it completes: the daemon may still write its result. A buffer is
+ * 64-byte aligned; its initial contents are unspecified.
+ *
+ * gravac_buffer_free may be called before or after gravac_shutdown; the memory stays valid
+ * until then. Freeing a buffer that a request still uses defers its reuse until the request
+ * completes. */
+typedef struct gravac_buffer gravac_buffer;
+gravac_status gravac_buffer_alloc(gravac_context* ctx, size_t bytes, gravac_buffer** buf);
+void* gravac_buffer_data(const gravac_buffer* buf);
+size_t gravac_buffer_size(const gravac_buffer* buf);
+void gravac_buffer_free(gravac_buffer* buf);
 
 /* Blocks until every rank of the job called gravac_barrier (an allreduce of one element). */
 gravac_status gravac_barrier(gravac_context* ctx);

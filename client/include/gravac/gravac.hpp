@@ -92,6 +92,36 @@ class Request {
   gravac_request* req_ = nullptr;
 };
 
+// A shared buffer (gravac_buffer_alloc): in-place collectives on its memory skip the staging
+// copies. Valid also after the Context shut down; freed by the destructor.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(Buffer&& other) noexcept : buf_(std::exchange(other.buf_, nullptr)) {}
+  Buffer& operator=(Buffer&& other) noexcept {
+    if (this != &other) {
+      gravac_buffer_free(buf_);
+      buf_ = std::exchange(other.buf_, nullptr);
+    }
+    return *this;
+  }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() { gravac_buffer_free(buf_); }
+
+  bool valid() const { return buf_ != nullptr; }
+  void* data() const { return gravac_buffer_data(buf_); }
+  size_t size() const { return gravac_buffer_size(buf_); }
+  gravac_buffer** out() {
+    gravac_buffer_free(buf_);
+    buf_ = nullptr;
+    return &buf_;
+  }
+
+ private:
+  gravac_buffer* buf_ = nullptr;
+};
+
 class Context {
  public:
   Context() = default;
@@ -142,6 +172,9 @@ class Context {
     return Make(gravac_broadcast_async(ctx_, name, data, shape.data(),
                                        static_cast<int>(shape.size()), dtype, root_rank,
                                        req->out()));
+  }
+  Status AllocateBuffer(size_t bytes, Buffer* buf) {
+    return Make(gravac_buffer_alloc(ctx_, bytes, buf->out()));
   }
   Status Barrier() { return Make(gravac_barrier(ctx_)); }
   // Idempotent; the destructor calls it.

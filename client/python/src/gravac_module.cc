@@ -107,6 +107,23 @@ class Request {
   gravac_request* req_;
 };
 
+// A shared buffer (gravac_buffer_alloc): writable bytes for the Python buffer protocol, so that
+// torch.frombuffer can put a tensor on it (the tensor keeps this object, hence the memory, alive).
+// Valid after the context shut down; freed when the last reference goes.
+class Buffer {
+ public:
+  explicit Buffer(gravac_buffer* buf) : buf_(buf) {}
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() { gravac_buffer_free(buf_); }
+
+  uint8_t* data() const { return static_cast<uint8_t*>(gravac_buffer_data(buf_)); }
+  size_t size() const { return gravac_buffer_size(buf_); }
+
+ private:
+  gravac_buffer* buf_;
+};
+
 // One worker's connection to its node's daemon.
 class Context {
  public:
@@ -171,6 +188,12 @@ class Context {
     return std::make_unique<Request>(req);
   }
 
+  std::unique_ptr<Buffer> AllocBuffer(size_t bytes) {
+    gravac_buffer* buf = nullptr;
+    Check(gravac_buffer_alloc(Checked(), bytes, &buf));
+    return std::make_unique<Buffer>(buf);
+  }
+
   void Barrier() {
     gravac_context* ctx = Checked();
     gravac_status s;
@@ -209,6 +232,7 @@ class Context {
 }  // namespace gravac::python
 
 PYBIND11_MODULE(_gravac, m) {
+  using gravac::python::Buffer;
   using gravac::python::Context;
   using gravac::python::Request;
   m.doc() = "gravac C API binding (use the gravac / gravac.torch packages)";
@@ -239,6 +263,17 @@ PYBIND11_MODULE(_gravac, m) {
       .def("allgather_copy", &Request::AllgatherCopy, py::arg("out"), py::arg("out_bytes"))
       .def("error", &Request::Error);
 
+  py::class_<Buffer>(m, "Buffer", py::buffer_protocol(),
+                     "Shared memory the daemon maps: in-place collectives on it skip the staging "
+                     "copies.")
+      .def_buffer([](Buffer& b) {
+        return py::buffer_info(b.data(), 1, py::format_descriptor<uint8_t>::format(), 1,
+                               {static_cast<py::ssize_t>(b.size())}, {1}, /*readonly=*/false);
+      })
+      .def_property_readonly("address",
+                             [](const Buffer& b) { return reinterpret_cast<uintptr_t>(b.data()); })
+      .def_property_readonly("nbytes", &Buffer::size);
+
   py::class_<Context>(m, "Context")
       .def_static("from_environment", &Context::FromEnvironment,
                   "Connects to the node's daemon from the GRAVAC_* environment.")
@@ -254,6 +289,8 @@ PYBIND11_MODULE(_gravac, m) {
            py::arg("shape"), py::arg("dtype"))
       .def("broadcast_async", &Context::BroadcastAsync, py::arg("name"), py::arg("data"),
            py::arg("shape"), py::arg("dtype"), py::arg("root_rank"))
+      .def("alloc_buffer", &Context::AllocBuffer, py::arg("nbytes"),
+           "A shared buffer of nbytes bytes (gravac_buffer_alloc).")
       .def("barrier", &Context::Barrier)
       .def("shutdown", &Context::Shutdown);
 }

@@ -57,10 +57,11 @@ inline gravac_config MakeConfig(const std::string& socket, int rank, int size, i
 }
 
 // Runs `fn(local_rank, ctx)` on `n` threads, each with a context of rank first_rank + local_rank
-// of `size`; fn returns nothing and uses gtest assertions. Shuts every context down.
+// of `size`; fn returns nothing and uses gtest assertions. Shuts every context down
+// (unless `shutdown` is false: then fn does).
 inline void RunWorkers(const std::string& socket, int n, int first_rank, int size,
                        const std::function<void(int, gravac_context*)>& fn,
-                       int64_t staging_bytes = 0) {
+                       int64_t staging_bytes = 0, bool shutdown = true) {
   std::vector<std::thread> threads;
   for (int lr = 0; lr < n; ++lr) {
     threads.emplace_back([&, lr] {
@@ -73,7 +74,9 @@ inline void RunWorkers(const std::string& socket, int n, int first_rank, int siz
         return;
       }
       fn(lr, ctx);
-      EXPECT_EQ(gravac_shutdown(ctx), GRAVAC_OK);
+      if (shutdown) {
+        EXPECT_EQ(gravac_shutdown(ctx), GRAVAC_OK);
+      }
     });
   }
   for (auto& t : threads) t.join();

@@ -5,6 +5,9 @@ are made contiguous and tensors on other devices are staged through host memory 
 to the tensor's device). Every collective is asynchronous underneath: ``*_async`` calls return an
 integer handle at once (the input has already been copied into the daemon's shared memory), and
 ``synchronize(handle)`` waits for the result; the blocking calls are ``synchronize(*_async(...))``.
+In-place collectives on tensors in shared buffers (``_shared_empty_like``; DistributedOptimizer
+keeps its gradients there) are not copied: the daemon reads and writes the tensor itself, so it
+must not change until synchronize() returns.
 
 Tensor names identify a collective across ranks; unnamed tensors get ``<op>.noname.<n>`` from a
 per-process counter, so every rank must issue unnamed collectives in the same order (as in
@@ -199,6 +202,15 @@ def _host_buffer(tensor):
     if not buf.is_contiguous():
         buf = buf.contiguous()
     return buf
+
+
+def _shared_empty_like(tensor):
+    """An uninitialized CPU tensor like `tensor` (shape, dtype) in a shared buffer: memory the
+    daemon maps, so that in-place collectives on it skip the staging copies (unless
+    GRAVAC_ZERO_COPY=0). The tensor keeps the buffer alive, also after shutdown()."""
+    numel = tensor.numel()
+    buf = _state.ctx().alloc_buffer(numel * tensor.element_size())
+    return torch.frombuffer(buf, dtype=tensor.dtype, count=numel).view(tensor.shape)
 
 
 def _shares_memory(buf, tensor):

@@ -6,6 +6,12 @@ AccumulateGrad node, as Horovod does). The hook hands the gradient to the daemon
 (in place, asynchronously), so communication overlaps the rest of the backward pass;
 ``step()`` (or ``synchronize()``) waits for every gradient and then runs the wrapped optimizer.
 
+Gradients live in shared buffers (memory the daemon maps): the first hook of a parameter moves
+its gradient there and sets ``p.grad`` to it, and autograd accumulates into it from then on as
+long as ``zero_grad()`` keeps it (``set_to_none=False``, PyTorch 1.x's default). The daemon then
+reads the gradient and writes the average into it directly, with no staging copies; a gradient
+that autograd allocated anew is copied into the parameter's buffer first.
+
 Every gradient carries the training step (a per-process counter of synchronized steps, from 0,
 shared by all DistributedOptimizers so that it increases for every tensor name) and the
 samples this rank processed in it (``samples_per_step`` / ``set_samples``; 0 = unknown, the
@@ -83,6 +89,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._steps_done = 0
         self._gravac_samples = int(samples_per_step)
         self._theta_warned = False
+        self._shared_grads = {}  # parameter -> its gradient's tensor in a shared buffer
+        self._shared_failed = False
         self.last_step_info = None
         self._register_hooks()
 
@@ -122,6 +130,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                                  "tensors (use sparse_as_dense=True)" % self._parameter_names[p])
             p.grad = p.grad.to_dense()
         tensor_compressed, ctx = self._compression.compress(p.grad)
+        if tensor_compressed is p.grad:
+            tensor_compressed = self._shared_grad(p)
         op, prescale, postscale = self.op, 1.0, 1.0
         if self.gradient_predivide_factor != 1.0:
             op = mpi_ops.Sum
@@ -132,6 +142,27 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                                           postscale, step=mpi_ops._state.train_step,
                                           samples=self._gravac_samples, compress=compress)
         return handle, ctx
+
+    def _shared_grad(self, p):
+        """p.grad, moved into the parameter's shared buffer if it is not there already."""
+        grad = p.grad
+        shared = self._shared_grads.get(p)
+        if shared is not None and shared.data_ptr() == grad.data_ptr():
+            return grad
+        if (self._shared_failed or grad.device.type != "cpu" or not grad.is_contiguous()
+                or grad.numel() == 0):
+            return grad
+        if shared is None or shared.shape != grad.shape or shared.dtype != grad.dtype:
+            try:
+                shared = mpi_ops._shared_empty_like(grad)
+            except mpi_ops.GravacError as e:  # e.g. no memory for another segment: stage
+                warnings.warn("gravac: gradients stay in private memory (%s)" % e)
+                self._shared_failed = True
+                return grad
+            self._shared_grads[p] = shared
+        shared.copy_(grad)
+        p.grad = shared
+        return shared
 
     def _make_hook(self, p):
         def hook(*ignore):
