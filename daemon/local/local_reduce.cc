@@ -175,8 +175,7 @@ void BufferPool::Give(std::vector<uint8_t> buffer) {
   if (capacity < kMinPooledBytes || pooled_bytes_ + capacity > kMaxPooledBytes) return;
   auto& list = by_capacity_[capacity];
   if (list.size() >= kMaxPerSize) return;
-  buffer.clear();
-  list.push_back(std::move(buffer));
+  list.push_back(std::move(buffer));  // with its size: CombineLocal can resize without a fill
   pooled_bytes_ += capacity;
 }
 
@@ -184,7 +183,6 @@ NodeTensor CombineLocal(absl::Span<const LocalInput> inputs, int64_t posted_at_n
                         std::vector<uint8_t> storage) {
   NodeTensor out;
   out.data = std::move(storage);
-  out.data.clear();
   out.spec = *inputs[0].spec;
   out.posted_at_ns = posted_at_ns;
   out.spec.samples = 0;
@@ -192,14 +190,23 @@ NodeTensor CombineLocal(absl::Span<const LocalInput> inputs, int64_t posted_at_n
   out.spec.samples = out.samples;
   switch (out.spec.kind) {
     case CollectiveKind::kAllreduce: {
-      out.data.assign(inputs[0].data, inputs[0].data + inputs[0].bytes);
+      if (inputs.size() == 1) {
+        out.data.assign(inputs[0].data, inputs[0].data + inputs[0].bytes);
+        break;
+      }
+      // One pass for the first two inputs (no copy of the first). A pooled buffer keeps its old
+      // size, so this resize fills nothing when it shrinks; the sum writes every byte.
+      out.data.resize(inputs[0].bytes);
       const size_t count = inputs[0].bytes / collectives::DataTypeSize(out.spec.dtype);
-      for (size_t i = 1; i < inputs.size(); ++i) {
+      collectives::ReduceSum(out.spec.dtype, out.data.data(), inputs[0].data, inputs[1].data,
+                             count);
+      for (size_t i = 2; i < inputs.size(); ++i) {
         collectives::ReduceSumInto(out.spec.dtype, out.data.data(), inputs[i].data, count);
       }
       break;
     }
     case CollectiveKind::kAllgather: {
+      out.data.clear();
       uint64_t total = 0;
       for (const LocalInput& in : inputs) total += in.bytes;
       out.data.reserve(total);  // no-op when the pooled storage is large enough

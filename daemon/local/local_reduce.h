@@ -47,7 +47,8 @@ NodeTensor CombineLocal(absl::Span<const LocalInput> inputs, int64_t posted_at_n
                         std::vector<uint8_t> storage = {});
 
 // Keeps large result buffers of finished tensors for reuse by later ones of the same size
-// (bounded: a few buffers per size, kMaxPooledBytes in all). Not thread-safe.
+// (bounded: a few buffers per size, kMaxPooledBytes in all). A buffer comes back with the size
+// and the stale contents it was given with. Not thread-safe.
 class BufferPool {
  public:
   static constexpr size_t kMinPooledBytes = 64 << 10;

@@ -114,5 +114,32 @@ TEST(LocalReduceTest, BufferPoolReusesLargeBuffersOfAboutTheRightSize) {
   EXPECT_EQ(t.data.size(), 16u);
 }
 
+TEST(LocalReduceTest, PooledBuffersKeepTheirSizeAndEveryByteOfTheSumIsWritten) {
+  BufferPool pool;
+  pool.Give(std::vector<uint8_t>(1 << 20, 0xff));  // stale contents: NaN as float
+  std::vector<uint8_t> got = pool.Take(1 << 19);
+  ASSERT_EQ(got.size(), size_t{1} << 20);
+  const uint8_t* where = got.data();
+  TensorSpec s;
+  s.name = "t";
+  const size_t n = (1 << 19) / sizeof(float);
+  s.shape = {static_cast<int64_t>(n)};
+  std::vector<float> a(n), b(n), c(n);
+  for (size_t i = 0; i < n; ++i) {
+    a[i] = static_cast<float>(i % 97);
+    b[i] = 0.5f;
+    c[i] = -1.0f;
+  }
+  std::vector<LocalInput> in = {{0, &s, reinterpret_cast<uint8_t*>(a.data()), n * 4},
+                                {1, &s, reinterpret_cast<uint8_t*>(b.data()), n * 4},
+                                {2, &s, reinterpret_cast<uint8_t*>(c.data()), n * 4}};
+  NodeTensor t = CombineLocal(in, 0, std::move(got));
+  EXPECT_EQ(t.data.data(), where);
+  ASSERT_EQ(t.data.size(), n * 4);
+  std::vector<float> sum(n);
+  std::memcpy(sum.data(), t.data.data(), n * 4);
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(sum[i], static_cast<float>(i % 97) - 0.5f) << i;
+}
+
 }  // namespace
 }  // namespace gravac::daemon
