@@ -103,9 +103,9 @@ typedef struct {
 
 /* Creates a context from the GRAVAC_* environment (GRAVAC_RANK, GRAVAC_SIZE,
  * GRAVAC_LOCAL_RANK, GRAVAC_LOCAL_SIZE, GRAVAC_DAEMON_SOCKET, optional
- * GRAVAC_CONNECT_TIMEOUT_S, GRAVAC_STAGING_BYTES and GRAVAC_ZERO_COPY), connects to the daemon and says hello.
- * Blocks up to the connect timeout. On failure *ctx is NULL (a failed init has no context to
- * carry its message: use gravac_init_verbose to get it). */
+ * GRAVAC_CONNECT_TIMEOUT_S, GRAVAC_STAGING_BYTES and GRAVAC_ZERO_COPY), connects to the daemon
+ * and says hello. Blocks up to the connect timeout. On failure *ctx is NULL (a failed init has
+ * no context to carry its message: use gravac_init_verbose to get it). */
 gravac_status gravac_init(gravac_context** ctx);
 /* As gravac_init; on failure also writes the message into error (NUL-terminated, truncated to
  * error_size; error may be NULL). */
