@@ -48,6 +48,7 @@ when something it needs is missing (so a CTest smoke test can report a skip).
 import argparse
 import glob
 import json
+import math
 import os
 import random
 import re
@@ -638,6 +639,23 @@ def time_ratios(a, b):
     return {"median": statistics.median(r), "min": min(r), "max": max(r), "rounds": len(r)}
 
 
+def sign_test_p(ahead, behind):
+    """One-sided sign test: the chance of at least `ahead` wins in ahead + behind fair coin
+    tosses (ties and rounds where neither reached the target left out), or None with no toss."""
+    n = ahead + behind
+    if n == 0:
+        return None
+    return sum(math.comb(n, k) for k in range(ahead, n + 1)) / 2.0 ** n
+
+
+def mean_and_error(values):
+    """Mean and standard error of the values present, or (None, None) with fewer than two."""
+    v = [x for x in values if x is not None]
+    if len(v) < 2:
+        return None, None
+    return statistics.mean(v), statistics.stdev(v) / math.sqrt(len(v))
+
+
 def fmt_ratios(r):
     if r is None:
         return "—"
@@ -660,9 +678,10 @@ def write_summary(args, names, rounds):
                               " / ".join(fmt(q, "%.4f") for q in quality)), "",
              "| run | time to %.3f per round (s) | median (s) | rounds reaching it | epoch "
              "reached (median) | time to dense quality per round (s) | median (s) | rounds "
-             "reaching it | final acc Δ vs dense per round (pts) | rounds within %.2f pts | mean step "
-             "per round (ms) | bytes vs dense |" % (args.target, args.dense_margin),
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "reaching it | final acc Δ vs dense per round (pts) | mean Δ ± s.e. (pts) | rounds "
+             "within %.2f pts | mean step per round (ms) | bytes vs dense |" % (
+                 args.target, args.dense_margin),
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     summary, times = [], {}
     for name in names:
         rows = [next((r for r in rnd["rows"] if r["run"] == name), None) for rnd in rounds]
@@ -688,18 +707,22 @@ def write_summary(args, names, rounds):
                 "final_acc_vs_dense_pts": delta,
                 "within_dense_margin": sum(x is not None and x >= -args.dense_margin - 1e-6
                                            for x in delta),
+                "mean_final_acc_vs_dense_pts": mean_and_error(delta)[0],
+                "final_acc_vs_dense_stderr_pts": mean_and_error(delta)[1],
                 "step_ms": [r and r["step_ms"] for r in rows],
                 "median_step_ms": median(r and r["step_ms"] for r in rows),
                 "median_bytes_vs_dense": median(ratios)}
         summary.append(item)
-        lines.append("| %s | %s | %s | %d of %d | %s | %s | %s | %d of %d | %s | %d of %d | %s "
-                     "| %s |" % (
+        mean_delta = ("—" if item["mean_final_acc_vs_dense_pts"] is None else "%+.2f ± %.2f" % (
+            item["mean_final_acc_vs_dense_pts"], item["final_acc_vs_dense_stderr_pts"]))
+        lines.append("| %s | %s | %s | %d of %d | %s | %s | %s | %d of %d | %s | %s | %d of %d | "
+                     "%s | %s |" % (
             name, " / ".join(fmt(t, "%.1f", "—") for t in ttt),
             fmt(item["median_time_to_target_s"], "%.1f"), item["reached"], len(rows),
             fmt(item["median_epoch_to_target"], "%g"),
             " / ".join(fmt(t, "%.1f", "—") for t in tdq),
             fmt(item["median_time_to_dense_quality_s"], "%.1f"), item["reached_dense_quality"],
-            len(rows), " / ".join(fmt(x, "%+.2f", "—") for x in delta),
+            len(rows), " / ".join(fmt(x, "%+.2f", "—") for x in delta), mean_delta,
             item["within_dense_margin"], sum(x is not None for x in delta),
             " / ".join(fmt(t, "%.0f", "—") for t in item["step_ms"]),
             fmt(item["median_bytes_vs_dense"], "%.3f")))
@@ -708,11 +731,13 @@ def write_summary(args, names, rounds):
     if gravac:
         lines += ["", "Round by round, rounds in which each GraVAC run reached the target "
                   "before / after / at the same time as the other run (— where neither did), "
+                  "with p, the one-sided sign test's chance of at least as many rounds ahead "
+                  "if either run were as likely to be first (ties and neither left out), "
                   "and the GraVAC run's time over the other's in the rounds where both reached "
                   "it: median (min-max, rounds):",
-                  "", "| GraVAC run | against | time to %.3f: ahead / behind / tie / neither | "
-                  "time ratio | time to dense quality: ahead / behind / tie / neither | time "
-                  "ratio |" % args.target,
+                  "", "| GraVAC run | against | time to %.3f: ahead / behind / tie / neither (p) | "
+                  "time ratio | time to dense quality: ahead / behind / tie / neither (p) | "
+                  "time ratio |" % args.target,
                   "|---|---|---|---|---|---|"]
         for g in gravac:
             for other in names:
@@ -725,13 +750,16 @@ def write_summary(args, names, rounds):
                         c[paired(a, b)] += 1
                     counts.append(c)
                 ratios = [time_ratios(times[g][which], times[other][which]) for which in (0, 1)]
+                p = [sign_test_p(c["ahead"], c["behind"]) for c in counts]
                 standings.append({"gravac": g, "against": other, "target": counts[0],
                                   "dense_quality": counts[1], "target_time_ratio": ratios[0],
-                                  "dense_quality_time_ratio": ratios[1]})
+                                  "dense_quality_time_ratio": ratios[1],
+                                  "target_sign_test_p": p[0], "dense_quality_sign_test_p": p[1]})
                 cells = []
-                for c, r in zip(counts, ratios):
-                    cells += ["%d / %d / %d / %d" % (c["ahead"], c["behind"], c["tie"],
-                                                     c["neither"]), fmt_ratios(r)]
+                for c, r, pv in zip(counts, ratios, p):
+                    cells += ["%d / %d / %d / %d (%s)" % (c["ahead"], c["behind"], c["tie"],
+                                                          c["neither"], fmt(pv, "%.3f")),
+                              fmt_ratios(r)]
                 lines.append("| %s | %s | %s | %s | %s | %s |" % (g, other, *cells))
     lines.append("")
     path = os.path.join(args.out_dir, "summary.md")

@@ -79,6 +79,8 @@ def test_summary_of_two_seeds(tmp_path):
     # final accuracy against dense: seed 3 -0.50 points (within), seed 4 -1.50 (not)
     assert [round(x, 2) for x in g["final_acc_vs_dense_pts"]] == [-0.5, -1.5]
     assert g["within_dense_margin"] == 1 and s["within_dense_margin"] == 2
+    assert abs(g["mean_final_acc_vs_dense_pts"] + 1.0) < 1e-9
+    assert abs(g["final_acc_vs_dense_stderr_pts"] - 0.5) < 1e-9  # stdev 0.707 over sqrt(2)
     standing = next(x for x in summary["standings"]
                     if x["gravac"] == "gravac_geometric" and x["against"] == "static10")
     assert standing["target"] == {"ahead": 1, "behind": 1, "tie": 0, "neither": 0}
@@ -87,10 +89,25 @@ def test_summary_of_two_seeds(tmp_path):
     assert standing["target_time_ratio"] == {"median": 5 / 6, "min": 5 / 6, "max": 5 / 6,
                                              "rounds": 1}
     assert standing["dense_quality_time_ratio"]["median"] == 0.75
+    assert standing["target_sign_test_p"] == 0.75  # at least 1 of 2 tosses
     text = (out / "summary.md").read_text()
     assert "1 (seed 3), 2 (seed 4)" in text
-    assert ("| gravac_geometric | static10 | 1 / 1 / 0 / 0 | 0.83 (0.83-0.83, 1) | 1 / 1 / 0 / 0 "
-            "| 0.75 (0.75-0.75, 1) |") in text
+    assert ("| gravac_geometric | static10 | 1 / 1 / 0 / 0 (0.750) | 0.83 (0.83-0.83, 1) | "
+            "1 / 1 / 0 / 0 (0.750) | 0.75 (0.75-0.75, 1) |") in text
+    assert "| -1.00 ± 0.50 | 1 of 2 |" in text
+
+
+def test_sign_test_is_the_binomial_tail():
+    assert compare.sign_test_p(3, 0) == 0.125
+    assert compare.sign_test_p(0, 3) == 1.0
+    assert compare.sign_test_p(2, 1) == 0.5
+    assert abs(compare.sign_test_p(24, 11) - 0.020480) < 1e-6
+    assert compare.sign_test_p(0, 0) is None
+
+
+def test_mean_and_error_skip_missing_rounds():
+    assert compare.mean_and_error([1.0, None, 3.0]) == (2.0, 1.0)
+    assert compare.mean_and_error([None, 2.0]) == (None, None)
 
 
 def test_time_ratios_take_the_rounds_both_reached():
