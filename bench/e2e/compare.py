@@ -381,15 +381,20 @@ def plot(args, results):
     if not gravac:
         return paths
     fig, ax = plt.subplots(figsize=(9, 5))
+    shown = set()  # every θ drawn gets a labelled tick: a log axis labels only powers of ten
     for name, res in gravac.items():
         if res["theta_by_step"]:
             steps, thetas = zip(*res["theta_by_step"])
             ax.step(steps, thetas, where="post", label=name + " θ (applied)")
+            shown.update(thetas)
         if res["decisions"]:
             ax.plot([d["step"] for d in res["decisions"]],
                     [d["theta_c"] for d in res["decisions"]], "x", ms=5,
                     label=name + " candidate θc")
+            shown.update(d["theta_c"] for d in res["decisions"])
     ax.set_yscale("log")
+    if shown:
+        ax.set_yticks(sorted(shown))
     ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
     ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel("training step")
