@@ -471,8 +471,10 @@ def main():
     p.add_argument("--window", type=int, default=10, help="GraVAC window (steps)")
     p.add_argument("--eval_steps", type=int, default=22,
                    help="GraVAC steps per candidate (22 = one epoch here)")
-    p.add_argument("--theta_max", type=float, default=10000,
-                   help="GraVAC θ_max (the search's last candidate)")
+    p.add_argument("--theta_max", type=float, default=40,
+                   help="GraVAC θ_max (the search's last candidate). 40 is the largest θ whose "
+                   "gain passed ε = 0.75 on this job (bench/e2e/README.md); the controller's "
+                   "own default is 10000")
     p.add_argument("--epsilon", type=float, default=0.75, help="only drawn in the gain plot")
     p.add_argument("--build_dir", default=os.path.join(REPO, "build"))
     p.add_argument("--netemu", default="", help="gravac-netemu (default: in --build_dir)")
