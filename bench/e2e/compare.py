@@ -701,6 +701,7 @@ def write_summary(args, names, rounds):
                  if r and d and r.get("final_acc") is not None and d.get("final_acc") is not None
                  else None for r, d in zip(rows, dense)]
         times[name] = (ttt, tdq)
+        delta_mean, delta_error = mean_and_error(delta)
         item = {"run": name, "seeds": [rnd["seed"] for rnd in rounds],
                 "time_to_target_s": ttt,
                 "median_time_to_target_s": median(ttt),
@@ -714,14 +715,13 @@ def write_summary(args, names, rounds):
                 "final_acc_vs_dense_pts": delta,
                 "within_dense_margin": sum(x is not None and x >= -args.dense_margin - 1e-6
                                            for x in delta),
-                "mean_final_acc_vs_dense_pts": mean_and_error(delta)[0],
-                "final_acc_vs_dense_stderr_pts": mean_and_error(delta)[1],
+                "mean_final_acc_vs_dense_pts": delta_mean,
+                "final_acc_vs_dense_stderr_pts": delta_error,
                 "step_ms": [r and r["step_ms"] for r in rows],
                 "median_step_ms": median(r and r["step_ms"] for r in rows),
                 "median_bytes_vs_dense": median(ratios)}
         summary.append(item)
-        mean_delta = ("—" if item["mean_final_acc_vs_dense_pts"] is None else "%+.2f ± %.2f" % (
-            item["mean_final_acc_vs_dense_pts"], item["final_acc_vs_dense_stderr_pts"]))
+        mean_delta = "—" if delta_mean is None else "%+.2f ± %.2f" % (delta_mean, delta_error)
         lines.append("| %s | %s | %s | %d of %d | %s | %s | %s | %d of %d | %s | %s | %d of %d | "
                      "%s | %s |" % (
             name, " / ".join(fmt(t, "%.1f", "—") for t in ttt),
