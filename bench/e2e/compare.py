@@ -539,9 +539,22 @@ def main():
     env["PYTHONPATH"] = os.pathsep.join(x for x in (pythonpath, env.get("PYTHONPATH")) if x)
     env.setdefault("GRAVACCTL", os.path.join(args.build_dir, "controller", "ctl", "gravacctl"))
 
+    return run_rounds(args, names, env)
+
+
+def seed_plan(args):
+    """The seed of every round: --seeds (or --seed), each --repeat times, round by round."""
     seeds = [int(x) for x in args.seeds.split(",") if x.strip()] or [args.seed]
-    plan = [seed for _ in range(args.repeat) for seed in seeds]
-    if len(plan) <= 1:
+    return [seed for _ in range(args.repeat) for seed in seeds]
+
+
+def run_rounds(args, names, env):
+    """Runs the rounds of seed_plan: one round into --out_dir itself, several into round<k>/
+    with a summary. Every round, the lone one included, trains with its own seed. Returns the
+    exit code (0 when every run finished all its epochs)."""
+    plan = seed_plan(args)
+    if len(plan) == 1:
+        args.seed = plan[0]
         return 0 if run_round(args, names, env) else 1
     base, rounds = args.out_dir, []
     for k, seed in enumerate(plan, 1):
@@ -560,7 +573,6 @@ def main():
     print("compare.py: wrote %s" % path)
     return 0 if all(r["rc"] == 0 and r["epochs"] == args.epochs
                     for rnd in rounds for r in rnd["rows"]) else 1
-
 
 def read_round(out_dir):
     """{"seed", "dir", "rows"} of one round from its results.json."""

@@ -1,6 +1,7 @@
 """Checks compare.py's multi-round summary (time to target, dense quality, paired standings)
 on rounds whose curves are known, through its --summarize command line."""
 
+import argparse
 import json
 import os
 import subprocess
@@ -114,3 +115,27 @@ def test_time_ratios_take_the_rounds_both_reached():
     assert compare.time_ratios([2.0, None, 3.0, 8.0], [4.0, 1.0, None, 4.0]) == {
         "median": 1.25, "min": 0.5, "max": 2.0, "rounds": 2}
     assert compare.time_ratios([None], [1.0]) is None
+
+
+def test_a_single_seed_is_the_seed_its_round_trains_with(tmp_path, monkeypatch):
+    # `compare.py --seeds 90` used to run seed 0 (--seed's default) and call it seed 0.
+    trained = []
+
+    def fake_round(args, names, env):
+        trained.append(args.seed)
+        write_round(args.out_dir, args.seed, [row("dense", [(1, 1.0, 0.9)])])
+        return True
+
+    monkeypatch.setattr(compare, "run_round", fake_round)
+    args = argparse.Namespace(seeds="90", seed=0, repeat=1, out_dir=str(tmp_path), epochs=1,
+                              target=0.96, link="1gbit", dense_margin=0.5)
+    assert compare.run_rounds(args, ["dense"], {}) == 0
+    assert trained == [90]
+    assert compare.read_round(str(tmp_path))["seed"] == 90
+    args = argparse.Namespace(seeds="7,8", seed=0, repeat=2, out_dir=str(tmp_path / "m"),
+                              epochs=1, target=0.96, link="1gbit", dense_margin=0.5)
+    assert compare.seed_plan(args) == [7, 8, 7, 8]
+    assert compare.run_rounds(args, ["dense"], {}) == 0
+    assert trained == [90, 7, 8, 7, 8]
+    with open(tmp_path / "m" / "summary.json") as f:
+        assert [r["seed"] for r in json.load(f)["rounds"]] == [7, 8, 7, 8]
