@@ -21,12 +21,6 @@ namespace gravac::daemon {
 namespace internal {
 namespace {
 
-int64_t Elements(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
-
 // Empty when `t` is well formed for this node, else why not.
 std::string Validate(const NodeTensor& t, const NodeLayout& node) {
   const TensorSpec& s = t.spec;

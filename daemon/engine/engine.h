@@ -20,8 +20,9 @@
 // that differ across nodes fail the tensor on every node with a message naming the ranks, tensor
 // and field; names some nodes never post fail after mismatch_timeout / moved_on_grace; another
 // node's FailLocal or a communicator failure fails every pending and later tensor (invariant 3).
-// Compression keeps one error-feedback residual per tensor name (invariant 2). The data path,
-// fusion and statistics are described in executor.h, the negotiation in negotiation.h.
+// Compression keeps one error-feedback residual per tensor name (invariant 2). The data path is
+// described in executor.h, fusion in fusion_plan.h, the statistics in step_stats.h, the step log
+// in step_log.h and the negotiation in negotiation.h.
 //
 // Thread-safety: Enqueue, FailLocal and Shutdown may be called from any thread. Enqueue and
 // FailLocal never block; Shutdown blocks for at most about `timeout` (plus, when the other

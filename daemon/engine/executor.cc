@@ -1,13 +1,10 @@
 #include "daemon/engine/executor.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
-#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "core/absl_compat.h"
 #include "core/status.h"
@@ -21,103 +18,29 @@ namespace {
 using collectives::DataType;
 using collectives::DataTypeSize;
 
-int64_t Elements(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
-
-bool Compressible(const TensorSpec& s, const kernels::Compressor* c) {
-  return c != nullptr && s.kind == CollectiveKind::kAllreduce && s.dtype == DataType::kFloat32 &&
-         s.compress;
-}
-
 // Ring allreduce: each rank sends 2(P-1)/P of the buffer.
 int64_t RingBytes(int64_t bytes, int p) { return p <= 1 ? 0 : bytes * 2 * (p - 1) / p; }
 
-double Norm(double l2, bool global) { return global ? l2 * l2 : l2; }
-
 }  // namespace
-
-bool SendsCompressed(const TensorSpec& spec, double theta, const PlanOptions& options) {
-  if (!Compressible(spec, options.compressor) || !(theta > 1.0)) return false;
-  const int p = options.world_nodes;
-  if (p <= 1) return false;
-  const int64_t n = Elements(spec.shape);
-  double payload;
-  if (options.compressor->is_dense()) {
-    payload = 2.0 * n;
-  } else {
-    payload = static_cast<double>(kernels::SparseEncodedSizeBound(
-        n, options.compressor->MaxCount(n, theta), options.value_type,
-        options.compressor->name() == "randomk"));
-  }
-  return payload * (p - 1) < 2.0 * (p - 1) / p * n * 4.0;
-}
-
-std::vector<Group> PlanGroups(const std::vector<ReadyTensor>& ready, const PlanOptions& options) {
-  using Key = std::tuple<int, int, int, bool, double, int64_t, int64_t>;
-  std::vector<Group> groups;
-  std::vector<std::pair<Key, size_t>> open;  // key -> index into groups
-  std::vector<size_t> group_bytes;
-  for (size_t i = 0; i < ready.size(); ++i) {
-    const TensorSpec& s = ready[i].spec;
-    if (s.kind != CollectiveKind::kAllreduce) {
-      groups.push_back(
-          {s.kind == CollectiveKind::kAllgather ? GroupMode::kAllgather : GroupMode::kBroadcast,
-           1.0,
-           {i}});
-      group_bytes.push_back(0);
-      continue;
-    }
-    const double theta = ready[i].decision.theta;
-    const bool sparse = SendsCompressed(s, theta, options);
-    const Key key{sparse ? 1 : 0, static_cast<int>(s.dtype), static_cast<int>(s.reduce_op),
-                  s.compress,     sparse ? theta : 1.0,      ready[i].decision.epoch,
-                  s.step};
-    const size_t bytes = Elements(s.shape) * DataTypeSize(s.dtype);
-    size_t g = groups.size();
-    for (const auto& [k, index] : open) {
-      if (k == key && group_bytes[index] + bytes <= options.fusion_threshold_bytes) g = index;
-    }
-    if (g == groups.size()) {
-      groups.push_back({sparse ? GroupMode::kSparseAllreduce : GroupMode::kDenseAllreduce,
-                        sparse ? theta : 1.0,
-                        {}});
-      group_bytes.push_back(0);
-      open.emplace_back(key, g);
-    }
-    groups[g].members.push_back(i);
-    group_bytes[g] += bytes;
-  }
-  return groups;
-}
 
 absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(
     ExecutorOptions options, collectives::Communicator* comm,
     std::unique_ptr<kernels::Compressor> compressor, StatsSink* stats) {
-  std::unique_ptr<Executor> e(new Executor(std::move(options), comm, std::move(compressor), stats));
-  if (!e->options_.step_log_path.empty()) {
-    e->step_log_ = std::fopen(e->options_.step_log_path.c_str(), "a");
-    if (e->step_log_ == nullptr) {
-      return absl::InvalidArgumentError(absl::StrFormat("engine: cannot open step log '%s': %s",
-                                                        e->options_.step_log_path,
-                                                        std::strerror(errno)));
-    }
-  }
-  return e;
+  ASSIGN_OR_RETURN(StepLog step_log, StepLog::Open(options.step_log_path));
+  return std::unique_ptr<Executor>(new Executor(std::move(options), comm, std::move(compressor),
+                                                stats, std::move(step_log)));
 }
 
 Executor::Executor(ExecutorOptions options, collectives::Communicator* comm,
-                   std::unique_ptr<kernels::Compressor> compressor, StatsSink* stats)
+                   std::unique_ptr<kernels::Compressor> compressor, StatsSink* stats,
+                   StepLog step_log)
     : options_(std::move(options)),
       comm_(comm),
       compressor_(std::move(compressor)),
-      stats_(stats) {}
+      steps_(options_.node_rank, options_.job.global_norm, stats),
+      step_log_(std::move(step_log)) {}
 
-Executor::~Executor() {
-  if (step_log_ != nullptr) std::fclose(step_log_);
-}
+Executor::~Executor() = default;
 
 int Executor::world_size() const {
   int w = 0;
@@ -125,26 +48,11 @@ int Executor::world_size() const {
   return std::max(1, w);
 }
 
-std::vector<float> Executor::Residual(const std::string& name) const {
-  auto it = residuals_.find(name);
-  if (it == residuals_.end()) return {};
-  return std::vector<float>(it->second.residual().begin(), it->second.residual().end());
-}
-
-kernels::cpu::ErrorFeedback& Executor::ResidualFor(const std::string& name, int64_t n) {
-  auto it = residuals_.find(name);
-  if (it == residuals_.end() || it->second.size() != n) {
-    if (it != residuals_.end()) residuals_.erase(it);
-    it = residuals_.emplace(name, kernels::cpu::ErrorFeedback(n)).first;
-  }
-  return it->second;
-}
-
 absl::Status Executor::Compensate(const WorkItem& item, Compensated* c) {
   const TensorSpec& s = item.ready.spec;
   const int64_t n = Elements(s.shape);
   const auto g = absl::MakeConstSpan(reinterpret_cast<const float*>(item.tensor->data.data()), n);
-  ASSIGN_OR_RETURN(c->p, ResidualFor(s.name, n).CompensateToScratch(g, &c->grad_norm));
+  ASSIGN_OR_RETURN(c->p, residuals_.For(s.name, n).CompensateToScratch(g, &c->grad_norm));
   const kernels::CompressContext ctx{s.name, s.step, options_.job.job_seed};
   const double theta_min = options_.job.theta_min, theta_c = item.ready.decision.theta_candidate;
   if (theta_c >= theta_min && theta_min >= 1.0) {
@@ -159,49 +67,13 @@ absl::Status Executor::Compensate(const WorkItem& item, Compensated* c) {
 }
 
 Executor::StepStats* Executor::StatsFor(const WorkItem& item) {
-  const int64_t step = item.ready.spec.step;
-  if (step < 0 || step <= last_reported_step_) return nullptr;
-  ReportStepsBefore(step);
-  auto [it, inserted] = steps_.try_emplace(step);
-  StepStats& st = it->second;
-  if (inserted) {
-    st.stats.node_rank = options_.node_rank;
-    st.stats.step = step;
-    st.stats.theta_used = 1.0;
-    st.stats.theta_candidate = item.ready.decision.theta_candidate;
-    st.stats.decision_epoch = item.ready.decision.epoch;
-    st.first_ns = item.start_ns;
-  }
-  st.first_ns = std::min(st.first_ns, item.start_ns);
-  st.last_ns = absl::GetCurrentTimeNanos();
-  st.stats.samples = std::max(st.stats.samples, item.tensor->samples);
-  return &st;
+  return steps_.For(item.ready.spec.step, item.ready.decision, item.start_ns,
+                    item.tensor->samples);
 }
 
 void Executor::AddNorms(const WorkItem& item, const Compensated& c) {
-  StepStats* st = StatsFor(item);
-  if (st == nullptr) return;
-  const bool global = options_.job.global_norm;
-  st->stats.n_g += Norm(c.grad_norm, global);
-  st->stats.n_min += Norm(c.levels.norm_min, global);
-  st->stats.n_c += Norm(c.levels.norm_candidate, global);
+  steps_.AddNorms(StatsFor(item), c.grad_norm, c.levels.norm_min, c.levels.norm_candidate);
 }
-
-void Executor::ReportStepsBefore(int64_t step) {
-  while (!steps_.empty() && steps_.begin()->first < step) {
-    auto it = steps_.begin();
-    auto next = std::next(it);
-    const int64_t end_ns = next != steps_.end() ? next->second.first_ns : it->second.last_ns;
-    NodeStepStats s = it->second.stats;
-    s.step_seconds = std::max<int64_t>(0, end_ns - it->second.first_ns) * 1e-9;
-    if (it->second.any_sparse) s.theta_used = it->second.stats.theta_used;
-    last_reported_step_ = std::max(last_reported_step_, it->first);
-    steps_.erase(it);
-    if (stats_ != nullptr) stats_->Report(s);
-  }
-}
-
-void Executor::Flush() { ReportStepsBefore(INT64_MAX); }
 
 void Executor::MarkExchange(bool start) {
   (start ? timing_.exchange_start_ns : timing_.exchange_end_ns) = absl::GetCurrentTimeNanos();
@@ -209,23 +81,19 @@ void Executor::MarkExchange(bool start) {
 
 void Executor::LogGroup(const Group& group, const std::vector<WorkItem>& items, double theta,
                         const char* collective) {
-  if (step_log_ == nullptr) return;
-  std::vector<std::string> names;
-  for (size_t i : group.members) names.push_back(items[i].ready.spec.name);
+  if (!step_log_.enabled()) return;
   const WorkItem& first = items[group.members.front()];
-  // Phases: prepare (compensation, compression, packing), exchange (the collective), finish
-  // (decoding, scatter-add, averaging, results); a phase that did not run counts zero.
-  const int64_t end_ns = absl::GetCurrentTimeNanos();
-  const int64_t xs = timing_.exchange_start_ns > 0 ? timing_.exchange_start_ns : end_ns;
-  const int64_t xe = timing_.exchange_end_ns >= xs ? timing_.exchange_end_ns : xs;
-  const std::string line = absl::StrFormat(
-      "step=%d epoch=%d theta=%g collective=%s tensors=%s prepare_ms=%.3f exchange_ms=%.3f "
-      "finish_ms=%.3f start_s=%.6f\n",
-      first.ready.spec.step, first.ready.decision.epoch, theta, collective,
-      absl::StrJoin(names, ","), (xs - timing_.start_ns) * 1e-6, (xe - xs) * 1e-6,
-      (end_ns - xe) * 1e-6, timing_.start_ns * 1e-9);
-  std::fwrite(line.data(), 1, line.size(), step_log_);
-  std::fflush(step_log_);
+  GroupRecord record{.step = first.ready.spec.step,
+                     .epoch = first.ready.decision.epoch,
+                     .theta = theta,
+                     .collective = collective,
+                     .tensors = {}};
+  for (size_t i : group.members) record.tensors.push_back(items[i].ready.spec.name);
+  if (absl::Status s = step_log_.Append(record, timing_); !s.ok()) {
+    // The log is a diagnostic: training goes on without it.
+    if (options_.log != nullptr) GRAVAC_LOG(*options_.log, kError, "%s; step log off", s.message());
+    step_log_ = StepLog();
+  }
 }
 
 absl::Status Executor::Run(const Group& group, std::vector<WorkItem>& items,
@@ -283,7 +151,7 @@ absl::Status Executor::RunDense(const Group& group, std::vector<WorkItem>& items
       if (s.ok()) {
         AddNorms(item, c);
         std::memcpy(buffer.data() + offset, c.p.data(), g.size());
-        ResidualFor(item.ready.spec.name, static_cast<int64_t>(c.p.size())).Clear();
+        residuals_.For(item.ready.spec.name, static_cast<int64_t>(c.p.size())).Clear();
       } else {
         // Non-finite input: sent as is (the sum carries the NaN to every node), residual kept.
         StatsFor(item);
@@ -327,7 +195,7 @@ absl::Status Executor::PrepareSent(const WorkItem& item, double theta, SparseMem
   m->pending = PendingLevel::kNone;
   const int64_t n = Elements(s.shape);
   const auto g = absl::MakeConstSpan(reinterpret_cast<const float*>(item.tensor->data.data()), n);
-  ASSIGN_OR_RETURN(c->p, ResidualFor(s.name, n).CompensateToScratch(g, &c->grad_norm));
+  ASSIGN_OR_RETURN(c->p, residuals_.For(s.name, n).CompensateToScratch(g, &c->grad_norm));
   const kernels::CompressContext ctx{s.name, s.step, options_.job.job_seed};
   const double theta_min = options_.job.theta_min, theta_c = item.ready.decision.theta_candidate;
   const bool multi_level = theta_c >= theta_min && theta_min >= 1.0;
@@ -389,7 +257,7 @@ absl::Status Executor::FinishSent(const WorkItem& item, SparseMember* m) {
     c->levels.norm_candidate = kernels::L2Norm(c->levels.at_candidate);
   }
   // What was sent becomes the residual whatever happened above: it is on the wire.
-  RETURN_IF_ERROR(ResidualFor(s.name, c->p.size()).CommitScratch(*m->sent));
+  RETURN_IF_ERROR(residuals_.For(s.name, c->p.size()).CommitScratch(*m->sent));
   RETURN_IF_ERROR(levels);
   AddNorms(item, *c);
   return absl::OkStatus();
@@ -421,10 +289,7 @@ absl::Status Executor::RunSparse(const Group& group, std::vector<WorkItem>& item
       w.PutString(std::string(status.message()));
       StatsFor(item);
     }
-    if (StepStats* st = StatsFor(item)) {
-      st->any_sparse = true;
-      st->stats.theta_used = group.theta;
-    }
+    if (StepStats* st = StatsFor(item)) st->stats.theta_used = group.theta;
   }
 
   // The collective runs on exchange_ while this thread commits the residuals, computes the

@@ -1,24 +1,11 @@
-// The engine's execution side: PlanGroups turns a cycle's ready tensors into fused groups (the
-// same on every node, since it only reads agreed values), and Executor runs one group over the
-// Communicator: dense ring allreduce, compressed exchange with error feedback (sparse allgather
-// of each node's compressed tensors), allgather and broadcast. It keeps the error-feedback
-// residuals (one per tensor name), writes the step log, and accumulates the per-step statistics
-// it hands to the StatsSink once a later step starts (or at Flush).
+// Executor: runs one planned group (fusion_plan.h) over the Communicator: dense ring allreduce,
+// compressed exchange with error feedback (sparse allgather of each node's compressed tensors),
+// allgather and broadcast. The residuals live in a ResidualStore, the per-step statistics in a
+// StepStatsAccumulator (step_stats.h, which also says what they count), and each group's line goes
+// to the StepLog (step_log.h).
 //
-// Dense vs sparse, per tensor, from agreed values only: a tensor is compressed when it is an fp32
-// allreduce with compress = true, the job has a compressor, the step's θ > 1, and the compressed
-// message is smaller than a dense ring's share: B·(P−1) < 2(P−1)/P·n·4, where B is the most bytes
-// the wire format can take for k = KeepCount(n, θ) values of the job's value type
-// (kernels::SparseEncodedSizeBound: header, values, and the smaller of int32 and varint-coded
-// indices, none for randomk; about 5.5 bytes per element at θ = 10 with fp32 values, against
-// 8 for fp32 + int32), or 2n for the fp16/bf16 casts. A dense step of such a tensor sends
-// p = g + e and clears e, and still measures N_min and N_c (the policy needs them to leave dense
-// again).
-//
-// Step log (ExecutorOptions::step_log_path): one line per group run, "step=S epoch=E theta=T
-// collective=C tensors=a,b" (the same on every node) followed by this node's timing of the group,
-// "prepare_ms= exchange_ms= finish_ms= start_s=": compensation, compression and packing; the
-// collective; decoding, scatter-add and averaging; and when the group started (Unix seconds).
+// A dense step of a compressible tensor (fusion_plan.h) sends p = g + e and clears e, and still
+// measures N_min and N_c (the policy needs them to leave dense again).
 //
 // Overlap (sparse groups whose payload is at least kOverlapMinBytes): only what the message needs
 // runs before the send (compensation, the sent level, encoding); the allgather then runs on a
@@ -36,19 +23,14 @@
 // result is summed in the tensor's own input buffer, which is then handed back as the result (an
 // average divides it with the vectorised kernels::cpu::DivideAll).
 //
-// Statistics (GRAVAC.md): N_g, N_min, N_c are sums over the step's compressible tensors of
-// ‖g‖, ‖C_θmin(g+e)‖, ‖C_θc(g+e)‖ (JobConfig::global_norm: sums of squared norms instead, so
-// nodes can add them); bytes_sent counts this node's data-plane payload for the step's allreduces
-// (ring allreduce: 2(P−1)/P of the buffer; ring allgather: every block but the right
-// neighbour's); bytes_dense what a dense ring allreduce of the same tensors would send.
+// bytes_sent counts this node's data-plane payload (ring allreduce: 2(P−1)/P of the buffer; ring
+// allgather: every block but the right neighbour's).
 //
 // Thread-safety: not thread-safe; owned by the engine thread. Run blocks in the collectives.
 #ifndef GRAVAC_DAEMON_ENGINE_EXECUTOR_H_
 #define GRAVAC_DAEMON_ENGINE_EXECUTOR_H_
 
 #include <cstdint>
-#include <cstdio>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -59,33 +41,17 @@
 #include "core/logging.h"
 #include "daemon/collectives/communicator.h"
 #include "daemon/daemon_metrics.h"
+#include "daemon/engine/fusion_plan.h"
 #include "daemon/engine/negotiation.h"
+#include "daemon/engine/residual_store.h"
+#include "daemon/engine/step_log.h"
+#include "daemon/engine/step_stats.h"
 #include "daemon/engine/types.h"
 #include "kernels/compressor.h"
 #include "kernels/cpu/error_feedback.h"
 #include "kernels/multilevel.h"
 
 namespace gravac::daemon::internal {
-
-enum class GroupMode { kDenseAllreduce, kSparseAllreduce, kAllgather, kBroadcast };
-
-struct Group {
-  GroupMode mode = GroupMode::kDenseAllreduce;
-  double theta = 1.0;           // sparse: the θ the group is sent at
-  std::vector<size_t> members;  // indices into the cycle's ready tensors, in order
-};
-
-struct PlanOptions {
-  int world_nodes = 1;
-  size_t fusion_threshold_bytes = 64 << 20;
-  const kernels::Compressor* compressor = nullptr;  // nullptr: everything dense
-  kernels::ValueType value_type = kernels::ValueType::kFloat32;  // of the sparse values
-};
-
-// True when `spec` at `theta` would travel compressed (see the header comment).
-bool SendsCompressed(const TensorSpec& spec, double theta, const PlanOptions& options);
-
-std::vector<Group> PlanGroups(const std::vector<ReadyTensor>& ready, const PlanOptions& options);
 
 // One ready tensor with this node's data.
 struct WorkItem {
@@ -122,21 +88,16 @@ class Executor {
                    std::vector<TensorResult>* results);
 
   // Reports every step not reported yet (at shutdown).
-  void Flush();
+  void Flush() { steps_.Flush(); }
 
   // The residual of a tensor (tests); empty when none.
-  std::vector<float> Residual(const std::string& name) const;
+  std::vector<float> Residual(const std::string& name) const { return residuals_.Copy(name); }
 
  private:
-  struct StepStats {
-    NodeStepStats stats;
-    int64_t first_ns = 0;
-    int64_t last_ns = 0;
-    bool any_sparse = false;
-  };
+  using StepStats = StepStatsAccumulator::Step;
 
   Executor(ExecutorOptions options, collectives::Communicator* comm,
-           std::unique_ptr<kernels::Compressor> compressor, StatsSink* stats);
+           std::unique_ptr<kernels::Compressor> compressor, StatsSink* stats, StepLog step_log);
 
   absl::Status RunDense(const Group& group, std::vector<WorkItem>& items,
                         std::vector<TensorResult>* results);
@@ -169,10 +130,8 @@ class Executor {
   absl::Status PrepareSent(const WorkItem& item, double theta, SparseMember* m);
   // Commits the sent message to the residual, computes the remaining level and the norms.
   absl::Status FinishSent(const WorkItem& item, SparseMember* m);
-  kernels::cpu::ErrorFeedback& ResidualFor(const std::string& name, int64_t n);
   StepStats* StatsFor(const WorkItem& item);
   void AddNorms(const WorkItem& item, const Compensated& c);
-  void ReportStepsBefore(int64_t step);
   void LogGroup(const Group& group, const std::vector<WorkItem>& items, double theta,
                 const char* collective);
   void MarkExchange(bool start);
@@ -181,24 +140,16 @@ class Executor {
   ExecutorOptions options_;
   collectives::Communicator* comm_;
   std::unique_ptr<kernels::Compressor> compressor_;
-  StatsSink* stats_;
-  std::FILE* step_log_ = nullptr;
-  // Phase boundaries of the group being run (absl::GetCurrentTimeNanos()), for the step log.
-  struct GroupTiming {
-    int64_t start_ns = 0;
-    int64_t exchange_start_ns = 0;
-    int64_t exchange_end_ns = 0;
-  };
-  GroupTiming timing_;
-  std::map<std::string, kernels::cpu::ErrorFeedback> residuals_;
+  StepStatsAccumulator steps_;
+  StepLog step_log_;
+  GroupTiming timing_;  // of the group being run, for the step log
+  ResidualStore residuals_;
   // Scratch reused by every group (buffers kept between steps, so a step allocates nothing).
   Compensated compensated_;
   std::vector<uint8_t> encoded_;
   std::vector<SparseMember> members_;
   std::vector<uint8_t> payload_, recv_;
   std::vector<size_t> sizes_;
-  std::map<int64_t, StepStats> steps_;
-  int64_t last_reported_step_ = -1;
   // Sparse payloads at least this large run their allgather on exchange_ while this thread
   // finishes the members; smaller ones run inline (a thread handoff would cost more than it hides).
   static constexpr size_t kOverlapMinBytes = 64 << 10;

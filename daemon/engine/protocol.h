@@ -1,6 +1,6 @@
 // The data-plane protocol: what the daemons of one job must share to work together, namely the
 // negotiation messages (negotiation.h), the sparse wire format (kernels/wire_format.h) and the
-// sparse-or-dense rule (executor.h, SendsCompressed). Each daemon reports it when it joins, and
+// sparse-or-dense rule (fusion_plan.h, SendsCompressed). Each daemon reports it when it joins, and
 // the controller refuses to assemble a job whose daemons report different values, so a job that
 // mixes builds fails at start-up with both versions named instead of mid-training.
 //
