@@ -3,9 +3,11 @@
 
   run_pytest.py --gravacrun PATH --pythonpath DIR --np N [--nodes M] [--timeout S]
                 [--gravacrun_arg ARG ...] [--require MODULE ...] [--script --script_arg ARG ...]
-                FILE
+                [--no_launcher] FILE
 
-Runs `python3 -m pytest FILE` on every rank, or with --script `python3 FILE ARGS...`.
+Runs `python3 -m pytest FILE` on every rank, or with --script `python3 FILE ARGS...`. With
+--no_launcher the command runs once, without gravacrun and with no GRAVAC_* environment (a
+Horovod script started as `python train.py`).
 Exits 77 (CTest SKIP_RETURN_CODE) when torch, pytest or a --require'd module is missing for this
 interpreter, else with gravacrun's exit code (the first failing rank's); the job is killed after
 --timeout seconds.
@@ -32,6 +34,7 @@ def main():
     parser.add_argument("--require", action="append", default=[])
     parser.add_argument("--script", action="store_true")
     parser.add_argument("--script_arg", action="append", default=[])
+    parser.add_argument("--no_launcher", action="store_true")
     parser.add_argument("test_file")
     args = parser.parse_args()
 
@@ -45,11 +48,14 @@ def main():
         p for p in (args.pythonpath, env.get("PYTHONPATH", "")) if p)
     env.setdefault("OMP_NUM_THREADS", "1")
     command = [args.gravacrun, "-np", str(args.np), "--nodes", str(args.nodes)]
-    command += args.gravacrun_arg
+    command += args.gravacrun_arg + ["--"]
+    if args.no_launcher:
+        command = []
+        env = {k: v for k, v in env.items() if not k.startswith("GRAVAC_")}
     if args.script:
-        command += ["--", sys.executable, os.path.abspath(args.test_file)] + args.script_arg
+        command += [sys.executable, os.path.abspath(args.test_file)] + args.script_arg
     else:
-        command += ["--", sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+        command += [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                     "--rootdir", os.path.dirname(os.path.abspath(args.test_file)),
                     os.path.abspath(args.test_file)]
     print("+ " + " ".join(command), flush=True)

@@ -85,9 +85,23 @@ def allgather_object(obj, name=None):
 
 
 def broadcast_optimizer_state(optimizer, root_rank, name="optimizer_state"):
-    """Loads root_rank's optimizer state (state and param_groups options) on every rank."""
+    """Loads root_rank's optimizer state (state and param_groups options) on every rank.
+
+    As Horovod's: an optimizer without state yet first gets zero gradients for the parameters
+    that need one and takes one step (the wrapped optimizer's own step for a
+    DistributedOptimizer, so no collective runs), so that its state exists on every rank.
+    """
     if isinstance(optimizer, torch.optim.LBFGS):
         raise ValueError("cannot broadcast torch.optim.LBFGS state")
+    if len(optimizer.state_dict()["state"]) == 0:
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                if p.requires_grad:
+                    p.grad = torch.zeros_like(p)
+        if getattr(optimizer, "_gravac_distributed", False):
+            super(optimizer.__class__, optimizer).step()
+        else:
+            optimizer.step()
     state_dict = broadcast_object(optimizer.state_dict(), root_rank, name)
     if mpi_ops.rank() != root_rank:
         optimizer.load_state_dict(state_dict)

@@ -14,18 +14,21 @@ per-process counter, so every rank must issue unnamed collectives in the same or
 Horovod). A name may be in flight once per worker at a time.
 
 Process state: :func:`init` opens one connection (a gravac._gravac.Context) per process; all
-functions here use it. The module is safe to call from several Python threads; a handle is
+functions here use it. Without gravacrun's environment the connection is a world of one with no
+daemon (gravac.torch._local). The module is safe to call from several Python threads; a handle is
 synchronized once.
 """
 
 import atexit
 import itertools
+import os
 import threading
 
 import torch
 
 from gravac import _gravac
 from gravac._gravac import GravacError
+from gravac.torch import _local
 
 # Reduction ops (Horovod's constants).
 Average = _gravac.AVERAGE
@@ -60,7 +63,9 @@ class _State:
     def __init__(self):
         self.lock = threading.Lock()
         self.context = None
+        self.parked = None  # the connection kept by shutdown() for a later init()
         self.handles = {}
+        self.in_flight = set()  # names of this process's requests not yet synchronized
         self.next_handle = itertools.count(1)
         self.noname = {}
         self.atexit_registered = False
@@ -81,6 +86,18 @@ class _State:
         with self.lock:
             counter = self.noname.setdefault(kind, itertools.count())
             return "%s.noname.%d" % (kind, next(counter))
+
+    def reserve(self, name):
+        """Marks `name` in flight; raises ValueError at once if it already is (as Horovod)."""
+        with self.lock:
+            if name in self.in_flight:
+                raise ValueError("tensor '%s' is already in flight: a name may be used by one "
+                                 "collective at a time until synchronize()" % name)
+            self.in_flight.add(name)
+
+    def release(self, name):
+        with self.lock:
+            self.in_flight.discard(name)
 
     def add(self, pending):
         with self.lock:
@@ -106,34 +123,65 @@ class _State:
 _state = _State()
 
 
+def _open_context():
+    """The daemon's connection under gravacrun; a world of one (gravac.torch._local) when the
+    script was started without a launcher (no GRAVAC_DAEMON_SOCKET nor GRAVAC_RANK), as
+    Horovod runs ``python train.py``."""
+    if "GRAVAC_DAEMON_SOCKET" not in os.environ and "GRAVAC_RANK" not in os.environ:
+        return _local.LocalContext()
+    return _gravac.Context.from_environment()
+
+
 def init(comm=None, process_sets=None):
     """Connects this worker to its node's daemon (from the GRAVAC_* environment).
 
-    Idempotent. ``comm`` and ``process_sets`` exist for Horovod compatibility and must be None:
-    a gravac job always spans all ranks. Raises GravacError when the daemon cannot be reached.
+    Idempotent, and callable again after shutdown() (as Horovod's). ``comm`` and
+    ``process_sets`` exist for Horovod compatibility and must be None: a gravac job always spans
+    all ranks. Raises GravacError when the daemon cannot be reached.
     """
     if comm is not None or process_sets is not None:
         raise ValueError("gravac jobs span all ranks: comm and process_sets are not supported")
     with _state.lock:
         if _state.context is not None and not _state.context.closed:
             return
-    context = _gravac.Context.from_environment()
+        parked, _state.parked = _state.parked, None
+    context = parked if parked is not None and not parked.closed else _open_context()
     with _state.lock:
         _state.context = context
         _state.handles.clear()
+        _state.in_flight.clear()
         _state.noname.clear()
         if not _state.atexit_registered:
-            atexit.register(shutdown)
+            atexit.register(_close)
             _state.atexit_registered = True
 
 
 def shutdown():
-    """Tells the daemon this worker is done; pending requests fail. Idempotent."""
+    """Ends this worker's use of gravac: later calls raise until init() is called again.
+
+    Idempotent. The connection to the daemon is kept for a later init() (the daemon holds one
+    slot per local rank for the life of the process) and closed when the process exits; when
+    requests are still pending it is closed at once, they fail, and a later init() is refused.
+    """
     with _state.lock:
         context, _state.context = _state.context, None
+        pending = bool(_state.handles)
         _state.handles.clear()
+        _state.in_flight.clear()
+        if context is not None and not context.closed and not pending:
+            _state.parked = context
+            return
     if context is not None and not context.closed:
         context.shutdown()
+
+
+def _close():
+    """At exit: says goodbye to the daemon (the worker is done)."""
+    shutdown()
+    with _state.lock:
+        parked, _state.parked = _state.parked, None
+    if parked is not None and not parked.closed:
+        parked.shutdown()
 
 
 def is_initialized():
@@ -230,6 +278,24 @@ def _resolve_op(average, op):
     return op
 
 
+def _submit(name, call):
+    """Runs call() (which posts the request of `name`) with `name` marked in flight."""
+    _state.reserve(name)
+    try:
+        return call()
+    except BaseException:
+        _state.release(name)
+        raise
+
+
+def _scaled(tensor, factor):
+    """tensor * factor in tensor's dtype; integers are scaled in float64 and truncated toward
+    zero (Horovod's integer scaling)."""
+    if tensor.dtype.is_floating_point:
+        return tensor * factor
+    return (tensor.double() * factor).to(tensor.dtype)
+
+
 def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor, step=-1,
                      samples=0, compress=False):
     """Allreduce of `tensor` into `output` (None: a new tensor; may be `tensor` for in place)."""
@@ -240,19 +306,20 @@ def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor
     buf = _host_buffer(tensor)
     if prescale_factor != 1.0:
         if in_place and _shares_memory(buf, tensor):
-            buf.mul_(prescale_factor)
+            buf.copy_(_scaled(buf, prescale_factor))
         else:
-            buf = (buf * prescale_factor).contiguous()
+            buf = _scaled(buf, prescale_factor).contiguous()
     if in_place:
         out = buf
     else:
         out = torch.empty_like(buf, memory_format=torch.contiguous_format)
-    request = context.allreduce_async(name, buf.data_ptr(), out.data_ptr(), list(buf.shape), code,
-                                      op, step, samples, bool(compress))
+    request = _submit(name, lambda: context.allreduce_async(
+        name, buf.data_ptr(), out.data_ptr(), list(buf.shape), code, op, step, samples,
+        bool(compress)))
 
     def finish():
         if postscale_factor != 1.0:
-            out.mul_(postscale_factor)
+            out.copy_(_scaled(out, postscale_factor))
         if in_place:
             if not _shares_memory(out, tensor):
                 tensor.detach().copy_(out)
@@ -316,7 +383,12 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
 
 
 def _daemon_compress(compression, tensor):
-    return bool(getattr(compression, "daemon_compress", False)) and tensor.dtype == torch.float32
+    compress = bool(getattr(compression, "daemon_compress", False)) and tensor.dtype == torch.float32
+    if compress:
+        use = getattr(_state.ctx(), "use_compressor", None)  # a world of one compresses here
+        if use is not None:
+            use(compression)
+    return compress
 
 
 def allgather_async(tensor, name=None):
@@ -328,7 +400,8 @@ def allgather_async(tensor, name=None):
     if buf.dim() == 0:
         buf = buf.reshape(1)
     row_shape = tuple(buf.shape[1:])
-    request = context.allgather_async(name, buf.data_ptr(), list(buf.shape), code)
+    request = _submit(name, lambda: context.allgather_async(name, buf.data_ptr(),
+                                                            list(buf.shape), code))
 
     def finish():
         total, nbytes = request.allgather_size()
@@ -348,10 +421,12 @@ class _AllgatherFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        summed = synchronize(_allreduce_async(grad_output, None, None, Sum, 1.0, 1.0))
+        # Horovod's gradient: the average over ranks of the incoming gradient, sliced to this
+        # rank's rows.
+        averaged = synchronize(_allreduce_async(grad_output, None, None, Average, 1.0, 1.0))
         dims = synchronize(allgather_async(torch.tensor([ctx.dim0], dtype=torch.int64)))
         offset = int(dims[:rank()].sum())
-        return summed.narrow(0, offset, ctx.dim0), None
+        return averaged.narrow(0, offset, ctx.dim0), None
 
 
 def allgather(tensor, name=None):
@@ -367,7 +442,8 @@ def _broadcast_async(tensor, output, root_rank, name):
     buf = _host_buffer(tensor)
     if not in_place and _shares_memory(buf, tensor):
         buf = buf.clone()
-    request = context.broadcast_async(name, buf.data_ptr(), list(buf.shape), code, int(root_rank))
+    request = _submit(name, lambda: context.broadcast_async(name, buf.data_ptr(), list(buf.shape),
+                                                            code, int(root_rank)))
 
     def finish():
         if in_place:
@@ -397,10 +473,11 @@ class _BroadcastFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        summed = synchronize(_allreduce_async(grad_output, None, None, Sum, 1.0, 1.0))
+        # Horovod's gradient: the average over ranks on the root, zero elsewhere.
+        averaged = synchronize(_allreduce_async(grad_output, None, None, Average, 1.0, 1.0))
         if rank() != ctx.root_rank:
-            summed = summed * 0
-        return summed, None, None
+            averaged = averaged * 0
+        return averaged, None, None
 
 
 def broadcast(tensor, root_rank, name=None):
@@ -421,7 +498,10 @@ def poll(handle):
 def _wait(handle):
     """Waits for `handle`; returns (result tensor, (theta, collective, decision_epoch))."""
     pending = _state.pop(handle)
-    pending.request.wait()
+    try:
+        pending.request.wait()
+    finally:
+        _state.release(pending.name)
     result = pending.finish()
     try:
         info = pending.request.info()

@@ -36,6 +36,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     # The methods below are copied into a subclass of the wrapped optimizer's class (see
     # DistributedOptimizer), hence the explicit super(self.__class__, self).
 
+    _gravac_distributed = True  # broadcast_optimizer_state steps the wrapped optimizer itself
+
     def __init__(self, params, named_parameters, compression, backward_passes_per_step=1,
                  op=mpi_ops.Average, gradient_predivide_factor=1.0, sparse_as_dense=False,
                  samples_per_step=0):
