@@ -10,6 +10,7 @@
 #include "core/absl_compat.h"
 #include "core/status.h"
 #include "daemon/engine/bytes.h"
+#include "daemon/engine/spec_agreement.h"
 
 namespace gravac::daemon::internal {
 namespace {
@@ -51,24 +52,11 @@ absl::Status GetSpec(ByteReader& r, TensorSpec* s) {
   return absl::OkStatus();
 }
 
-std::string_view KindName(CollectiveKind kind) {
-  switch (kind) {
-    case CollectiveKind::kAllreduce:
-      return "allreduce";
-    case CollectiveKind::kAllgather:
-      return "allgather";
-    case CollectiveKind::kBroadcast:
-      return "broadcast";
-  }
-  return "?";
-}
-
-std::string ShapeString(const std::vector<int64_t>& shape, bool skip_first) {
-  std::vector<std::string> dims;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    dims.push_back(i == 0 && skip_first ? "*" : absl::StrCat(shape[i]));
-  }
-  return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
+// The global ranks of a node (at least its first, as the messages name it).
+std::vector<int> NodeRanks(const NodeLayout& l) {
+  std::vector<int> ranks;
+  for (int i = 0; i < std::max(1, l.local_count); ++i) ranks.push_back(l.first_rank + i);
+  return ranks;
 }
 
 }  // namespace
@@ -156,26 +144,13 @@ absl::StatusOr<NodeMessage> DecodeMessage(absl::Span<const uint8_t> bytes) {
 }
 
 std::string FormatRanks(absl::Span<const NodeLayout> layout, absl::Span<const int> nodes) {
-  std::vector<std::pair<int, int>> ranges;  // [first, last]
+  std::vector<int> ranks;
   for (int n : nodes) {
     if (n < 0 || n >= static_cast<int>(layout.size())) continue;
-    const int first = layout[n].first_rank, last = first + std::max(1, layout[n].local_count) - 1;
-    ranges.emplace_back(first, last);
+    const std::vector<int> node_ranks = NodeRanks(layout[n]);
+    ranks.insert(ranks.end(), node_ranks.begin(), node_ranks.end());
   }
-  std::sort(ranges.begin(), ranges.end());
-  std::vector<std::pair<int, int>> merged;
-  for (const auto& r : ranges) {
-    if (!merged.empty() && r.first <= merged.back().second + 1) {
-      merged.back().second = std::max(merged.back().second, r.second);
-    } else {
-      merged.push_back(r);
-    }
-  }
-  std::vector<std::string> parts;
-  for (const auto& [a, b] : merged) {
-    parts.push_back(a == b ? absl::StrCat(a) : absl::StrCat(a, "-", b));
-  }
-  return absl::StrJoin(parts, ",");
+  return FormatRankList(std::move(ranks));
 }
 
 std::string FormatNode(absl::Span<const NodeLayout> layout, int node) {
@@ -247,61 +222,9 @@ JobDecision Negotiator::DecisionForStep(int64_t step, const JobDecision& agreed)
 }
 
 std::string Negotiator::CheckAgreement(const std::string& name, const Pending& p) const {
-  const int P = static_cast<int>(p.per_node.size());
-  const TensorSpec& ref = p.per_node[0]->spec;
-  using Getter = std::string (*)(const TensorSpec&);
-  struct Field {
-    const char* name;
-    Getter get;
-  };
-  static constexpr Field kFields[] = {
-      {"kind", [](const TensorSpec& s) { return std::string(KindName(s.kind)); }},
-      {"dtype",
-       [](const TensorSpec& s) { return std::string(collectives::DataTypeName(s.dtype)); }},
-      {"shape",
-       [](const TensorSpec& s) {
-         return ShapeString(s.shape, s.kind == CollectiveKind::kAllgather);
-       }},
-      {"op",
-       [](const TensorSpec& s) {
-         return s.kind == CollectiveKind::kAllreduce
-                    ? std::string(collectives::ReduceOpName(s.reduce_op))
-                    : std::string("-");
-       }},
-      {"root_rank",
-       [](const TensorSpec& s) {
-         return s.kind == CollectiveKind::kBroadcast ? absl::StrCat(s.root_rank) : std::string("-");
-       }},
-      {"compress",
-       [](const TensorSpec& s) {
-         return s.kind == CollectiveKind::kAllreduce ? std::string(s.compress ? "true" : "false")
-                                                     : std::string("-");
-       }},
-      {"step", [](const TensorSpec& s) { return absl::StrCat(s.step); }},
-  };
-  for (const Field& field : kFields) {
-    const std::string want = field.get(ref);
-    int first_diff = -1;
-    std::string got;
-    for (int n = 1; n < P && first_diff < 0; ++n) {
-      std::string v = field.get(p.per_node[n]->spec);
-      if (v != want) {
-        first_diff = n;
-        got = std::move(v);
-      }
-    }
-    if (first_diff < 0) continue;
-    std::vector<int> same_as_diff, same_as_ref;
-    for (int n = 0; n < P; ++n) {
-      const std::string v = field.get(p.per_node[n]->spec);
-      if (v == got) same_as_diff.push_back(n);
-      if (v == want) same_as_ref.push_back(n);
-    }
-    return absl::StrFormat("tensor '%s': %s %s on ranks %s differs from %s on ranks %s", name,
-                           field.name, got, FormatRanks(layout_, same_as_diff), want,
-                           FormatRanks(layout_, same_as_ref));
-  }
-  return "";
+  std::vector<const TensorSpec*> specs;
+  for (const auto& entry : p.per_node) specs.push_back(&entry->spec);
+  return FindDisagreement(name, specs, [this](int node) { return NodeRanks(layout_[node]); });
 }
 
 std::string Negotiator::MissingMessage(const std::string& name, const Pending& p,

@@ -4,23 +4,12 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "daemon/engine/spec_agreement.h"
 
 namespace gravac::daemon {
 namespace {
 
 using collectives::DataType;
-
-std::string_view KindName(CollectiveKind kind) {
-  switch (kind) {
-    case CollectiveKind::kAllreduce:
-      return "allreduce";
-    case CollectiveKind::kAllgather:
-      return "allgather";
-    case CollectiveKind::kBroadcast:
-      return "broadcast";
-  }
-  return "?";
-}
 
 absl::StatusOr<DataType> DataTypeFromProto(v1::DataType dtype) {
   switch (dtype) {
@@ -47,13 +36,6 @@ uint64_t Elements(absl::Span<const int64_t> shape) {
   uint64_t n = 1;
   for (int64_t d : shape) n *= static_cast<uint64_t>(d);
   return n;
-}
-
-absl::Status Differ(const LocalInput& a, const LocalInput& b, std::string_view field,
-                    std::string_view va, std::string_view vb) {
-  return absl::FailedPreconditionError(
-      absl::StrFormat("tensor '%s': local ranks disagree on %s: rank %d has %s, rank %d has %s",
-                      a.spec->name, field, a.rank, va, b.rank, vb));
 }
 
 }  // namespace
@@ -121,42 +103,13 @@ absl::StatusOr<TensorSpec> SpecFromRequest(const v1::Request& request, int rank)
 }
 
 absl::Status CheckLocalAgreement(absl::Span<const LocalInput> inputs) {
-  if (inputs.empty()) return absl::OkStatus();
-  const LocalInput& a = inputs[0];
-  const TensorSpec& s = *a.spec;
-  for (size_t i = 1; i < inputs.size(); ++i) {
-    const LocalInput& b = inputs[i];
-    const TensorSpec& t = *b.spec;
-    if (s.kind != t.kind) return Differ(a, b, "collective", KindName(s.kind), KindName(t.kind));
-    if (s.dtype != t.dtype) {
-      return Differ(a, b, "dtype", collectives::DataTypeName(s.dtype),
-                    collectives::DataTypeName(t.dtype));
-    }
-    if (s.kind == CollectiveKind::kAllgather) {
-      bool same = s.shape.size() == t.shape.size() &&
-                  std::equal(s.shape.begin() + 1, s.shape.end(), t.shape.begin() + 1);
-      if (!same) {
-        return Differ(a, b, "shape (beyond the first dimension)", ShapeString(s.shape),
-                      ShapeString(t.shape));
-      }
-    } else if (s.shape != t.shape) {
-      return Differ(a, b, "shape", ShapeString(s.shape), ShapeString(t.shape));
-    }
-    if (s.kind == CollectiveKind::kAllreduce && s.reduce_op != t.reduce_op) {
-      return Differ(a, b, "op", collectives::ReduceOpName(s.reduce_op),
-                    collectives::ReduceOpName(t.reduce_op));
-    }
-    if (s.kind == CollectiveKind::kBroadcast && s.root_rank != t.root_rank) {
-      return Differ(a, b, "root_rank", absl::StrCat(s.root_rank), absl::StrCat(t.root_rank));
-    }
-    if (s.compress != t.compress) {
-      return Differ(a, b, "compress", s.compress ? "true" : "false", t.compress ? "true" : "false");
-    }
-    if (s.step != t.step) {
-      return Differ(a, b, "step", absl::StrCat(s.step), absl::StrCat(t.step));
-    }
-  }
-  return absl::OkStatus();
+  if (inputs.size() < 2) return absl::OkStatus();
+  std::vector<const TensorSpec*> specs;
+  for (const LocalInput& in : inputs) specs.push_back(in.spec);
+  const std::string error = FindDisagreement(
+      inputs[0].spec->name, specs, [&](int i) { return std::vector<int>{inputs[i].rank}; });
+  if (error.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(error);
 }
 
 std::vector<uint8_t> BufferPool::Take(size_t bytes) {

@@ -35,9 +35,10 @@ struct LocalInput {
   uint64_t bytes = 0;
 };
 
-// FailedPrecondition naming the tensor, the field and the two ranks that differ: kind, dtype,
-// shape (allgather: the number of dimensions and shape[1..]), reduce_op (allreduce), root_rank
-// (broadcast), compress, step. `inputs` is in local-rank order.
+// FailedPrecondition when the local workers disagree on a field that must agree across ranks
+// (daemon/engine/spec_agreement.h: the same table and message as the cross-node check, e.g.
+// "tensor 'w': dtype fp16 on ranks 1 differs from fp32 on ranks 0"). `inputs` is in local-rank
+// order.
 absl::Status CheckLocalAgreement(absl::Span<const LocalInput> inputs);
 
 // Combines agreeing inputs (in local-rank order) into the NodeTensor handed to the engine.
