@@ -3,6 +3,11 @@
 //   gravacrun -np 4 --nodes 2 -- ./train
 //   gravacrun -np 4 --nodes 2 --link 10gbit,1ms --compressor dgc -- ./train
 //   gravacrun -np 4 --nodes 2 --node 1 --daemon_socket /run/gravac/gravacd.sock -- ./train
+//   gravacrun -np 4 -H localhost:4 --fusion-threshold-mb 32 -x OMP_NUM_THREADS=1 python train.py
+//
+// horovodrun's flags are translated first (horovod_flags.h); -x NAME=VALUE is set in gravacrun's
+// own environment, which every process of the job inherits.
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -11,13 +16,32 @@
 
 #include "absl/strings/str_format.h"
 #include "core/settings.h"
+#include "runner/horovod_flags.h"
 #include "runner/launcher.h"
 #include "runner/options.h"
 
 int main(int argc, char** argv) {
   using namespace gravac::runner;  // NOLINT(build/namespaces)
+  char hostname[256] = {0};
+  if (gethostname(hostname, sizeof(hostname) - 1) != 0) hostname[0] = '\0';
+  std::vector<const char*> raw(argv + 1, argv + argc);
+  absl::StatusOr<HorovodTranslation> translated = TranslateHorovodArgs(raw, hostname);
+  if (!translated.ok()) {
+    absl::FPrintF(stderr, "gravacrun: %s\n", translated.status().message());
+    return 2;
+  }
+  for (const std::string& note : translated->notes) {
+    absl::FPrintF(stderr, "gravacrun: %s\n", note);
+  }
+  for (const auto& [name, value] : translated->env) {
+    if (setenv(name.c_str(), value.c_str(), 1) != 0) {
+      absl::FPrintF(stderr, "gravacrun: -x %s: cannot set it\n", name);
+      return 2;
+    }
+  }
   const gravac::EnvLookup env = gravac::ProcessEnvironment();
-  std::vector<const char*> args(argv + 1, argv + argc);
+  std::vector<const char*> args;
+  for (const std::string& a : translated->args) args.push_back(a.c_str());
   absl::StatusOr<RunnerOptions> options = ParseRunnerArgs(args, env);
   if (!options.ok()) {
     absl::FPrintF(stderr, "gravacrun: %s\n", options.status().message());

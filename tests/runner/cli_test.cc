@@ -36,6 +36,36 @@ TEST(GravacrunCliTest, UsageErrorsExit2) {
   EXPECT_THAT(r.out, HasSubstr("usage: gravacrun -np N"));
 }
 
+// horovodrun's command line: -H on this machine, mapped flags, -x, no "--" before the command.
+TEST(GravacrunCliTest, RunsAHorovodrunCommandLine) {
+  ASSERT_OK_AND_ASSIGN(FakeJob job, FakeJob::Create());
+  std::vector<std::string> args = {GRAVACRUN_BIN, "-np", "2", "-H", "localhost:1,127.0.0.1:1",
+                                   "--fusion-threshold-mb", "2", "--gloo", "-x",
+                                   "GREETING=hello there", "--gravacd_path",
+                                   job.Path("daemon.sh"), "--controller_path",
+                                   job.Path("controller.sh"), "--run_dir", job.Path("run"),
+                                   "--exit_grace_s", "0.3", "sh", "-c",
+                                   "echo \"$GREETING from $GRAVAC_RANK of $GRAVAC_SIZE\""};
+  ASSERT_OK_AND_ASSIGN(netemu::CommandResult r, netemu::RunCommand(args));
+  EXPECT_EQ(r.status.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("[rank 0] hello there from 0 of 2\n"));
+  EXPECT_THAT(r.out, HasSubstr("[rank 1] hello there from 1 of 2\n"));
+  EXPECT_THAT(r.out, HasSubstr("--fusion_threshold_bytes=2097152"));  // the stand-in daemons
+  EXPECT_THAT(r.err, HasSubstr("--gloo: accepted, nothing to do"));
+}
+
+TEST(GravacrunCliTest, RefusedHorovodrunFlagsExit2NamingThem) {
+  ASSERT_OK_AND_ASSIGN(netemu::CommandResult r,
+                       netemu::RunCommand({GRAVACRUN_BIN, "-np", "2", "--timeline-filename",
+                                           "/tmp/t.json", "python3", "t.py"}));
+  EXPECT_EQ(r.status.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("horovodrun flag --timeline-filename is not supported"));
+  ASSERT_OK_AND_ASSIGN(r, netemu::RunCommand({GRAVACRUN_BIN, "-np", "2", "-H",
+                                              "elsewhere.example:2", "python3", "t.py"}));
+  EXPECT_EQ(r.status.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("host 'elsewhere.example' is not this machine"));
+}
+
 TEST(GravacrunCliTest, MissingDaemonBinaryIsNamed) {
   ASSERT_OK_AND_ASSIGN(netemu::CommandResult r,
                        netemu::RunCommand({GRAVACRUN_BIN, "-np", "1", "--gravacd_path",
