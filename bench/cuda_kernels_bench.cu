@@ -28,7 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "core/status.h"
-#include "kernels/cuda/cuda_status.h"
+#include "core/cuda/cuda_status.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/error_feedback.h"
 #include "kernels/cuda/scatter_add.h"

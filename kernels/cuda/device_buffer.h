@@ -27,7 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
 #include "absl/types/span.h"
-#include "kernels/cuda/cuda_status.h"
+#include "core/cuda/cuda_status.h"
 
 namespace gravac::kernels::cuda {
 

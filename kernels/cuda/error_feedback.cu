@@ -1,7 +1,7 @@
 #include <cuda_runtime.h>
 
 #include "absl/strings/str_format.h"
-#include "kernels/cuda/cuda_status.h"
+#include "core/cuda/cuda_status.h"
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/error_feedback.h"
 

@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_format.h"
 #include "core/status.h"
-#include "kernels/cuda/cuda_status.h"
+#include "core/cuda/cuda_status.h"
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/select.h"
 

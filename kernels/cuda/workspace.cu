@@ -4,7 +4,7 @@
 #include <cub/device/device_scan.cuh>
 
 #include "absl/strings/str_format.h"
-#include "kernels/cuda/cuda_status.h"
+#include "core/cuda/cuda_status.h"
 #include "kernels/cuda/workspace.h"
 
 namespace gravac::kernels::cuda {

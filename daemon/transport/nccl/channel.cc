@@ -11,7 +11,7 @@
 #include "core/status.h"
 #include "daemon/transport/nccl/address.h"
 #include "daemon/transport/nccl/nccl_status.h"
-#include "kernels/cuda/cuda_status.h"
+#include "core/cuda/cuda_status.h"
 
 namespace gravac::transport::nccl::internal {
 namespace {

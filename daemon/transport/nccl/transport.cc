@@ -15,7 +15,7 @@
 #include "daemon/transport/nccl/address.h"
 #include "daemon/transport/nccl/channel.h"
 #include "daemon/transport/nccl/nccl_status.h"
-#include "kernels/cuda/cuda_status.h"
+#include "core/cuda/cuda_status.h"
 
 namespace gravac::transport::nccl {
 namespace internal {

@@ -1,4 +1,4 @@
-#include "kernels/cuda/cuda_status.h"
+#include "core/cuda/cuda_status.h"
 
 #include <cuda_runtime_api.h>
 

@@ -31,7 +31,7 @@
 #include "daemon/transport/transport_registry.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/cuda/cuda_status.h"
+#include "core/cuda/cuda_status.h"
 
 namespace gravac::transport::nccl {
 namespace {

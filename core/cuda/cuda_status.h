@@ -10,8 +10,8 @@
 //
 // Thread-safety: stateless. Note that cudaGetLastError() is *not* called here: a launch is checked
 // with GRAVAC_CUDA_RETURN_IF_ERROR(cudaGetLastError()) right after the <<<>>> by the launcher.
-#ifndef GRAVAC_KERNELS_CUDA_CUDA_STATUS_H_
-#define GRAVAC_KERNELS_CUDA_CUDA_STATUS_H_
+#ifndef GRAVAC_CORE_CUDA_CUDA_STATUS_H_
+#define GRAVAC_CORE_CUDA_CUDA_STATUS_H_
 
 #include <cuda_runtime_api.h>
 
@@ -20,7 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 
-namespace gravac::kernels::cuda {
+namespace gravac::cuda {
 
 inline absl::StatusCode CudaErrorCode(cudaError_t error) {
   switch (error) {
@@ -52,15 +52,15 @@ inline absl::Status CudaErrorToStatus(cudaError_t error, std::string_view call, 
                                       cudaGetErrorString(error), file, line));
 }
 
-}  // namespace gravac::kernels::cuda
+}  // namespace gravac::cuda
 
 #define GRAVAC_CUDA_RETURN_IF_ERROR(expr)                                                    \
   do {                                                                                       \
     const cudaError_t gravac_cuda_error_ = (expr);                                           \
     if (gravac_cuda_error_ != cudaSuccess) {                                                 \
-      return ::gravac::kernels::cuda::CudaErrorToStatus(gravac_cuda_error_, #expr, __FILE__, \
+      return ::gravac::cuda::CudaErrorToStatus(gravac_cuda_error_, #expr, __FILE__, \
                                                         __LINE__);                           \
     }                                                                                        \
   } while (false)
 
-#endif  // GRAVAC_KERNELS_CUDA_CUDA_STATUS_H_
+#endif  // GRAVAC_CORE_CUDA_CUDA_STATUS_H_

@@ -1,0 +1,215 @@
+// CUDA build of cuda_ipc.h (the CPU-only build compiles cuda_ipc_none.cc instead).
+#include "core/ipc/cuda_ipc.h"
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+#include "core/cuda/cuda_status.h"
+#include "core/status.h"
+
+namespace gravac::ipc {
+namespace {
+
+using AddressRangeFn = CUresult (*)(CUdeviceptr* base, size_t* size, CUdeviceptr ptr);
+
+// cuMemGetAddressRange through the runtime's driver entry point, so that nothing links libcuda
+// directly (the library loads on machines without a driver, where every call then fails).
+absl::Status AllocationRange(const void* ptr, uint64_t* base, uint64_t* size) {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  GRAVAC_CUDA_RETURN_IF_ERROR(cudaGetDriverEntryPointByVersion(
+      "cuMemGetAddressRange", &fn, 12000, cudaEnableDefault, &found));
+  if (fn == nullptr || found != cudaDriverEntryPointSuccess) {
+    return absl::FailedPreconditionError("the CUDA driver has no cuMemGetAddressRange");
+  }
+  CUdeviceptr b = 0;
+  size_t s = 0;
+  CUresult r = reinterpret_cast<AddressRangeFn>(fn)(&b, &s, reinterpret_cast<CUdeviceptr>(ptr));
+  if (r != CUDA_SUCCESS) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("cuMemGetAddressRange(%p) failed with CUresult %d", ptr, r));
+  }
+  *base = b;
+  *size = s;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+bool CudaIpcAvailable() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+}
+
+absl::StatusOr<bool> IsDevicePointer(const void* ptr, int* device) {
+  cudaPointerAttributes attr{};
+  cudaError_t err = cudaPointerGetAttributes(&attr, ptr);
+  if (err != cudaSuccess) {
+    cudaGetLastError();  // unregistered host memory on old drivers; clear the sticky-free error
+    if (err == cudaErrorInvalidValue) return false;
+    GRAVAC_CUDA_RETURN_IF_ERROR(err);
+  }
+  *device = attr.device;
+  return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
+}
+
+absl::StatusOr<DeviceBufferExport> ExportDeviceBuffer(const void* ptr, size_t bytes,
+                                                      int device) {
+  int actual = -1;
+  absl::StatusOr<bool> is_device = IsDevicePointer(ptr, &actual);
+  if (!is_device.ok()) return is_device.status();
+  if (!*is_device) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "field data: %p is host memory but was declared as memory of CUDA device %d", ptr,
+        device));
+  }
+  if (actual != device) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "field device: %p is memory of CUDA device %d but was declared on device %d", ptr, actual,
+        device));
+  }
+  DeviceBufferExport e;
+  e.device = device;
+  e.bytes = bytes;
+  RETURN_IF_ERROR(AllocationRange(ptr, &e.base_address, &e.allocation_bytes));
+  e.offset = reinterpret_cast<uint64_t>(ptr) - e.base_address;
+  if (e.offset + bytes > e.allocation_bytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "field bytes: %d bytes at offset %d overrun the allocation of %d bytes", bytes, e.offset,
+        e.allocation_bytes));
+  }
+  int previous = 0;
+  GRAVAC_CUDA_RETURN_IF_ERROR(cudaGetDevice(&previous));
+  GRAVAC_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  cudaIpcMemHandle_t h;
+  cudaError_t err = cudaIpcGetMemHandle(&h, reinterpret_cast<void*>(e.base_address));
+  cudaSetDevice(previous);
+  GRAVAC_CUDA_RETURN_IF_ERROR(err);
+  static_assert(sizeof(h) == kCudaIpcHandleBytes);
+  std::memcpy(e.mem_handle, &h, sizeof(h));
+  return e;
+}
+
+absl::StatusOr<IpcEvent> IpcEvent::Create(int device) {
+  GRAVAC_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  IpcEvent ev;
+  ev.device_ = device;
+  cudaEvent_t e = nullptr;
+  GRAVAC_CUDA_RETURN_IF_ERROR(
+      cudaEventCreateWithFlags(&e, cudaEventInterprocess | cudaEventDisableTiming));
+  ev.event_ = e;
+  cudaIpcEventHandle_t h;
+  GRAVAC_CUDA_RETURN_IF_ERROR(cudaIpcGetEventHandle(&h, e));
+  static_assert(sizeof(h) == kCudaIpcHandleBytes);
+  std::memcpy(ev.handle_, &h, sizeof(h));
+  return ev;
+}
+
+absl::StatusOr<IpcEvent> IpcEvent::Open(const uint8_t (&handle)[kCudaIpcHandleBytes],
+                                        int device) {
+  GRAVAC_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  IpcEvent ev;
+  ev.device_ = device;
+  cudaIpcEventHandle_t h;
+  std::memcpy(&h, handle, sizeof(h));
+  cudaEvent_t e = nullptr;
+  GRAVAC_CUDA_RETURN_IF_ERROR(cudaIpcOpenEventHandle(&e, h));
+  ev.event_ = e;
+  std::memcpy(ev.handle_, handle, sizeof(h));
+  return ev;
+}
+
+IpcEvent::IpcEvent(IpcEvent&& other) noexcept { *this = std::move(other); }
+
+IpcEvent& IpcEvent::operator=(IpcEvent&& other) noexcept {
+  if (this != &other) {
+    if (event_ != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+    event_ = other.event_;
+    device_ = other.device_;
+    std::memcpy(handle_, other.handle_, sizeof(handle_));
+    other.event_ = nullptr;
+  }
+  return *this;
+}
+
+IpcEvent::~IpcEvent() {
+  if (event_ != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+}
+
+absl::Status IpcEvent::Record(void* stream) {
+  GRAVAC_CUDA_RETURN_IF_ERROR(
+      cudaEventRecord(static_cast<cudaEvent_t>(event_), static_cast<cudaStream_t>(stream)));
+  return absl::OkStatus();
+}
+
+absl::Status IpcEvent::StreamWait(void* stream) {
+  GRAVAC_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream),
+                                                  static_cast<cudaEvent_t>(event_), 0));
+  return absl::OkStatus();
+}
+
+absl::Status IpcEvent::Synchronize() {
+  GRAVAC_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)));
+  return absl::OkStatus();
+}
+
+DeviceMappingCache::~DeviceMappingCache() {
+  for (auto& [key, m] : mappings_) {
+    cudaSetDevice(m.device);
+    cudaIpcCloseMemHandle(m.base);
+  }
+}
+
+absl::StatusOr<void*> DeviceMappingCache::Map(int worker, const DeviceBufferExport& e) {
+  RETURN_IF_ERROR(ValidateExport(worker, e));
+  std::string handle(reinterpret_cast<const char*>(e.mem_handle), kCudaIpcHandleBytes);
+  auto key = std::make_pair(worker, e.base_address);
+  auto it = mappings_.find(key);
+  if (it != mappings_.end() &&
+      (it->second.handle != handle || it->second.allocation_bytes != e.allocation_bytes ||
+       it->second.device != e.device)) {
+    // The block at this address was freed and the address reused by a new allocation.
+    cudaSetDevice(it->second.device);
+    cudaIpcCloseMemHandle(it->second.base);
+    mappings_.erase(it);
+    it = mappings_.end();
+  }
+  if (it == mappings_.end()) {
+    cudaError_t err = cudaSetDevice(e.device);
+    void* base = nullptr;
+    if (err == cudaSuccess) {
+      cudaIpcMemHandle_t h;
+      std::memcpy(&h, e.mem_handle, sizeof(h));
+      err = cudaIpcOpenMemHandle(&base, h, cudaIpcMemLazyEnablePeerAccess);
+      ++opens_;
+    }
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      absl::Status s = gravac::cuda::CudaErrorToStatus(err, "cudaIpcOpenMemHandle", __FILE__,
+                                                       __LINE__);
+      return absl::Status(s.code(),
+                          absl::StrFormat("worker %d, field device_handle (device %d, allocation "
+                                          "0x%x): cannot open the IPC handle: %s",
+                                          worker, e.device, e.base_address, s.message()));
+    }
+    it = mappings_.emplace(key, Mapping{handle, base, e.allocation_bytes, e.device}).first;
+  }
+  return static_cast<char*>(it->second.base) + e.offset;
+}
+
+void DeviceMappingCache::DropWorker(int worker) {
+  for (auto it = mappings_.begin(); it != mappings_.end();) {
+    if (it->first.first == worker) {
+      cudaSetDevice(it->second.device);
+      cudaIpcCloseMemHandle(it->second.base);
+      it = mappings_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+}  // namespace gravac::ipc

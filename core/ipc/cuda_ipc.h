@@ -1,0 +1,126 @@
+// CUDA IPC handoff of device buffers between a worker (the client library) and gravacd.
+//
+// The worker exports a device buffer as a DeviceBufferExport: the cudaIpcMemHandle of the
+// allocation that holds it, the allocation's base address and size in the worker's address space,
+// and the buffer's offset and size inside it. gravacd maps it with a DeviceMappingCache, which
+// opens each allocation once and keeps the mapping: PyTorch's caching allocator hands the same
+// block to many tensors, so a later export of the same (worker, base address) with the same
+// handle is found in the cache; a different handle at a cached base address means the block was
+// freed and the address reused by a new allocation, so the old mapping is closed and the new one
+// opened. Stream ordering crosses the process boundary with interprocess events (IpcEvent):
+// the worker records its event after producing the gradient, gravacd makes its stream wait on
+// it, and the reverse for completion.
+//
+// Built without CUDA (GRAVAC_WITH_CUDA=OFF, cuda_ipc_none.cc) every call fails with
+// kFailedPrecondition "built without CUDA", and CudaIpcAvailable() is false: callers fall back to
+// host staging.
+//
+// Thread-safety: the free functions are thread-safe; a DeviceMappingCache and an IpcEvent are
+// thread-compatible (one owner thread, e.g. the daemon's local server).
+#ifndef GRAVAC_CORE_IPC_CUDA_IPC_H_
+#define GRAVAC_CORE_IPC_CUDA_IPC_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace gravac::ipc {
+
+// Size of cudaIpcMemHandle_t and cudaIpcEventHandle_t (CUDA_IPC_HANDLE_SIZE).
+inline constexpr size_t kCudaIpcHandleBytes = 64;
+
+// One exported device buffer: plain bytes, sent as part of a request.
+struct DeviceBufferExport {
+  uint8_t mem_handle[kCudaIpcHandleBytes] = {};
+  uint64_t base_address = 0;      // allocation base in the exporter's address space
+  uint64_t allocation_bytes = 0;  // size of that allocation
+  uint64_t offset = 0;            // buffer start - base_address
+  uint64_t bytes = 0;             // buffer size
+  int32_t device = -1;            // CUDA ordinal in the exporter
+};
+
+// kInvalidArgument naming `worker` and the field when [offset, offset + bytes) does not fit in the
+// exported allocation (checked before any CUDA call, in both builds).
+absl::Status ValidateExport(int worker, const DeviceBufferExport& e);
+
+// True when gravac was built with CUDA and at least one device is usable in this process.
+bool CudaIpcAvailable();
+
+// Memory type of `ptr` as CUDA sees it: true for device (or managed) memory of some device,
+// false for host memory CUDA does not know (or pinned host memory). *device gets the ordinal.
+absl::StatusOr<bool> IsDevicePointer(const void* ptr, int* device);
+
+// Exports [ptr, ptr + bytes) for another process. `device` is the ordinal the caller declares;
+// kInvalidArgument when ptr is host memory ("host pointer declared as device"), lives on another
+// device than declared, or the range does not fit in its allocation.
+absl::StatusOr<DeviceBufferExport> ExportDeviceBuffer(const void* ptr, size_t bytes, int device);
+
+// An interprocess CUDA event (cudaEventInterprocess | cudaEventDisableTiming) owned by one
+// process and opened by the other from its handle.
+class IpcEvent {
+ public:
+  // Creates an event on `device` and exports its handle.
+  static absl::StatusOr<IpcEvent> Create(int device);
+  // Opens the peer's event from its handle (on `device`).
+  static absl::StatusOr<IpcEvent> Open(const uint8_t (&handle)[kCudaIpcHandleBytes], int device);
+
+  IpcEvent(IpcEvent&& other) noexcept;
+  IpcEvent& operator=(IpcEvent&& other) noexcept;
+  IpcEvent(const IpcEvent&) = delete;
+  IpcEvent& operator=(const IpcEvent&) = delete;
+  ~IpcEvent();
+
+  const uint8_t* handle() const { return handle_; }
+  // Records the event on `stream` (a cudaStream_t; nullptr is the legacy default stream).
+  absl::Status Record(void* stream);
+  // Makes `stream` wait for the most recent Record (by either process). Does not block the host.
+  absl::Status StreamWait(void* stream);
+  // Blocks the host until the most recent Record completed.
+  absl::Status Synchronize();
+
+ private:
+  IpcEvent() = default;
+  void* event_ = nullptr;  // cudaEvent_t
+  int device_ = -1;
+  uint8_t handle_[kCudaIpcHandleBytes] = {};
+};
+
+// gravacd's mappings of its workers' device allocations, keyed by (worker, base address).
+class DeviceMappingCache {
+ public:
+  DeviceMappingCache() = default;
+  DeviceMappingCache(const DeviceMappingCache&) = delete;
+  DeviceMappingCache& operator=(const DeviceMappingCache&) = delete;
+  ~DeviceMappingCache();  // closes every mapping
+
+  // The buffer `e` names, mapped into this process: opens the allocation on first use, reuses
+  // the mapping while the same handle comes back, replaces it when the handle at that address
+  // changed. kInvalidArgument when offset + bytes exceeds the allocation; the CUDA error (naming
+  // the worker, device and address) when the handle cannot be opened (freed, foreign).
+  absl::StatusOr<void*> Map(int worker, const DeviceBufferExport& e);
+
+  // Closes every mapping of `worker` (it disconnected).
+  void DropWorker(int worker);
+
+  int64_t opens() const { return opens_; }  // cudaIpcOpenMemHandle calls so far
+  size_t size() const { return mappings_.size(); }
+
+ private:
+  struct Mapping {
+    std::string handle;  // the kCudaIpcHandleBytes of the export that opened it
+    void* base = nullptr;
+    uint64_t allocation_bytes = 0;
+    int device = -1;
+  };
+  std::map<std::pair<int, uint64_t>, Mapping> mappings_;
+  int64_t opens_ = 0;
+};
+
+}  // namespace gravac::ipc
+
+#endif  // GRAVAC_CORE_IPC_CUDA_IPC_H_

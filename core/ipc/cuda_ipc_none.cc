@@ -1,0 +1,54 @@
+// CPU-only build of cuda_ipc.h (GRAVAC_WITH_CUDA=OFF): no device memory can be exported or
+// mapped; every call says so and callers fall back to host staging.
+#include "core/ipc/cuda_ipc.h"
+
+#include <utility>
+
+#include "absl/strings/str_format.h"
+
+namespace gravac::ipc {
+namespace {
+
+absl::Status NoCuda(const char* what) {
+  return absl::FailedPreconditionError(
+      absl::StrFormat("%s: gravac was built without CUDA (GRAVAC_WITH_CUDA=OFF)", what));
+}
+
+}  // namespace
+
+bool CudaIpcAvailable() { return false; }
+
+absl::StatusOr<bool> IsDevicePointer(const void*, int* device) {
+  *device = -1;
+  return false;
+}
+
+absl::StatusOr<DeviceBufferExport> ExportDeviceBuffer(const void*, size_t, int) {
+  return NoCuda("exporting a device buffer");
+}
+
+absl::StatusOr<IpcEvent> IpcEvent::Create(int) { return NoCuda("creating an IPC event"); }
+absl::StatusOr<IpcEvent> IpcEvent::Open(const uint8_t (&)[kCudaIpcHandleBytes], int) {
+  return NoCuda("opening an IPC event");
+}
+IpcEvent::IpcEvent(IpcEvent&& other) noexcept { *this = std::move(other); }
+IpcEvent& IpcEvent::operator=(IpcEvent&&) noexcept { return *this; }
+IpcEvent::~IpcEvent() = default;
+absl::Status IpcEvent::Record(void*) { return NoCuda("recording an IPC event"); }
+absl::Status IpcEvent::StreamWait(void*) { return NoCuda("waiting on an IPC event"); }
+absl::Status IpcEvent::Synchronize() { return NoCuda("synchronizing an IPC event"); }
+
+DeviceMappingCache::~DeviceMappingCache() = default;
+
+absl::StatusOr<void*> DeviceMappingCache::Map(int worker, const DeviceBufferExport& e) {
+  absl::Status valid = ValidateExport(worker, e);
+  if (!valid.ok()) return valid;
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "worker %d, field device_handle (device %d): gravacd was built without CUDA "
+      "(GRAVAC_WITH_CUDA=OFF) and cannot map device memory",
+      worker, e.device));
+}
+
+void DeviceMappingCache::DropWorker(int) {}
+
+}  // namespace gravac::ipc

@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# The prepared GPU check (issue 18, item 5). On a machine with one NVIDIA GPU it builds the GPU
+# targets with CUDA, runs the gpu-labelled tests, the CUDA kernels benchmark (64M fp32; CUDA
+# top-k throughput over the device's own device-to-device memcpy throughput at k/n = 1%), the
+# same selection with torch.topk on that GPU when a python3 with CUDA torch is on PATH, and the
+# CUDA IPC handoff round trip (4-64 MB) against a device-to-device copy, then writes one JSON
+# summary, gpu_check.json, to $OUT (or --out DIR, default out/gpu_check/). Budget: 8 minutes on 16
+# cores (only the needed targets are built; ccache when present).
+#
+#   scripts/gpu_check.sh [--out DIR]            # on the GPU machine
+#   scripts/gpu_check.sh --bundle [DIR]         # on a build machine (no GPU needed)
+#
+# A GPU machine without gravac's build dependencies (Abseil, ...) cannot build it. For that case
+# --bundle builds the same targets here (with CUDA) and packs the executables with the shared
+# libraries they need that are not the C/C++ runtime into DIR (default build-gpu-bundle/, an
+# ignored path that the device tool can carry); the check then runs the bundle, and the summary
+# says "mode": "bundle" (built elsewhere) instead of "build". The NCCL transport test needs two
+# GPUs and libnccl, so it is listed as skipped on a one-GPU machine.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+gpu_tests=(kernels_cuda_status_test kernels_cuda_select_test kernels_cuda_error_feedback_test
+           kernels_cuda_scatter_add_test core_cuda_ipc_test)
+benches=(gravac-cuda-kernels-bench gravac-cuda-handoff-bench)
+targets=("${gpu_tests[@]}" "${benches[@]}")
+
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
+
+configure_and_build() {  # build_dir jobs
+  cmake -S "$root" -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGRAVAC_WITH_CUDA=ON \
+    -DGRAVAC_BUILD_BENCH=ON -DGRAVAC_BUILD_TESTS=ON >"$1.configure.log" 2>&1 || return 1
+  cmake --build "$1" -j "$2" --target "${targets[@]}"
+}
+
+# Where each target's executable lands in a build tree.
+exe_path() {  # build_dir target
+  find "$1" -type f -name "$2" -perm -u+x -not -path '*/CMakeFiles/*' | head -1
+}
+
+if [[ "${1:-}" == "--bundle" ]]; then
+  bundle="${2:-$root/build-gpu-bundle}"
+  build="$root/build-gpu-check"
+  mkdir -p "$build"
+  configure_and_build "$build" "${GRAVAC_JOBS:-2}" || { cat "$build.configure.log"; exit 1; }
+  rm -rf "$bundle"
+  mkdir -p "$bundle/bin" "$bundle/lib"
+  for t in "${targets[@]}"; do
+    exe="$(exe_path "$build" "$t")"
+    [[ -n "$exe" ]] || { echo "gpu_check: target $t was not built" >&2; exit 1; }
+    strip --strip-debug -o "$bundle/bin/$t" "$exe"
+    # Shared libraries other than the C/C++ runtime and the CUDA driver (which the machine has).
+    ldd "$exe" | awk '$3 ~ /^\// {print $3}' |
+      grep -vE '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|libcuda|ld-linux[^/]*)\.so' |
+      while read -r lib; do cp -Lu "$lib" "$bundle/lib/"; done
+  done
+  git -C "$root" rev-parse HEAD >"$bundle/commit"
+  echo "gpu_check: bundle in $bundle ($(du -sh "$bundle" | cut -f1)), commit $(cat "$bundle/commit")"
+  exit 0
+fi
+
+out="${OUT:-$root/out/gpu_check}"
+if [[ "${1:-}" == "--out" ]]; then out="$2"; fi
+mkdir -p "$out"
+log="$out/gpu_check.log"
+: >"$log"
+say() { echo "gpu_check: $*" | tee -a "$log"; }
+start=$(date +%s)
+
+if ! nvidia-smi --query-gpu=name,compute_cap,memory.total,driver_version --format=csv,noheader \
+    >"$out/device.txt" 2>>"$log"; then
+  say "no NVIDIA GPU here (nvidia-smi failed); nothing to check"
+  exit 77
+fi
+say "device: $(cat "$out/device.txt")"
+
+# Build here when the dependencies are installed, else run the carried bundle.
+mode=build
+bin_dir="$root/build-gpu-check"
+if configure_and_build "$bin_dir" "$(nproc)" >>"$log" 2>&1; then
+  for t in "${targets[@]}"; do ln -sf "$(exe_path "$bin_dir" "$t")" "$bin_dir/$t"; done
+else
+  say "cannot build here ($(grep -m1 -E 'Could not find|not found|Error' "$bin_dir.configure.log" \
+    2>/dev/null || echo 'build failed'; true)); using the bundle"
+  mode=bundle
+  bin_dir="$root/build-gpu-bundle/bin"
+  [[ -d "$bin_dir" ]] || { say "no bundle at $bin_dir (make one with --bundle)"; exit 1; }
+  export LD_LIBRARY_PATH="$root/build-gpu-bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  say "bundle built at commit $(cat "$root/build-gpu-bundle/commit")"
+fi
+build_s=$(( $(date +%s) - start ))
+say "$mode ready after ${build_s}s"
+
+# gpu-labelled tests: every gtest binary, with a JSON report each.
+for t in "${gpu_tests[@]}"; do
+  if timeout 300 "$bin_dir/$t" --gtest_output="json:$out/test_$t.json" >"$out/test_$t.log" 2>&1
+  then say "test $t: passed"; else say "test $t: FAILED (exit $?)"; fi
+done
+
+run_json() {  # name timeout command...
+  local name=$1 limit=$2
+  shift 2
+  set +e
+  timeout "$limit" "$@" >"$out/$name.out" 2>"$out/$name.err"
+  local rc=$?
+  set -e
+  echo "$rc" >"$out/$name.rc"
+  say "$name: exit $rc"
+}
+run_json kernels_bench 240 "$bin_dir/gravac-cuda-kernels-bench" --json "$out/kernels_bench.json"
+run_json handoff_bench 120 "$bin_dir/gravac-cuda-handoff-bench" --sizes_mb 4,16,64 --iters 50 \
+  --json "$out/handoff_bench.json"
+if command -v python3 >/dev/null; then
+  run_json torch_topk 120 python3 "$root/bench/torch_topk_cuda.py" --n $((1 << 26)) --density 0.01
+else
+  echo 77 >"$out/torch_topk.rc"
+  say "torch_topk: skipped, no python3"
+fi
+
+total_s=$(( $(date +%s) - start ))
+python3 - "$out" "$mode" "$build_s" "$total_s" "${gpu_tests[*]}" <<'EOF' | tee -a "$log"
+import datetime, json, os, sys
+out, mode, build_s, total_s, tests = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5].split()
+def load(name):
+    try:
+        with open(os.path.join(out, name)) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+def rc(name):
+    try:
+        return int(open(os.path.join(out, name + ".rc")).read())
+    except (OSError, ValueError):
+        return None
+s = {"date_utc": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M"),
+     "device": open(os.path.join(out, "device.txt")).read().strip(), "mode": mode,
+     "build_s": build_s, "total_s": total_s, "tests": {}}
+for t in tests:
+    r = load("test_%s.json" % t)
+    if r is None:
+        s["tests"][t] = {"status": "did not run or crashed (see test_%s.log)" % t}
+        continue
+    cases = [c for suite in r.get("testsuites", []) for c in suite.get("testsuite", [])]
+    skipped = [c["name"] for c in cases if c.get("result") == "SKIPPED"]
+    failed = [c["name"] for c in cases if c.get("failures")]
+    s["tests"][t] = {"cases": len(cases), "passed": len(cases) - len(failed) - len(skipped),
+                     "failed": failed, "skipped": len(skipped), "skipped_names": skipped[:20]}
+s["tests"]["transport_nccl_test"] = {"status": "skipped: needs two GPUs (this machine has one)"}
+k = load("kernels_bench.json")
+s["kernels_bench"] = {"exit": rc("kernels_bench"), "result": k}
+if k:
+    rows = k["rows"]
+    memcpy = next(r for r in rows if r["kernel"] == "memcpy_d2d")
+    topk = next((r for r in rows if r["kernel"] == "topk" and abs(r["ratio"] - 0.01) < 1e-9), None)
+    if topk:
+        s["cuda_topk_1pct_over_memcpy"] = round(memcpy["median_ms"] / topk["median_ms"], 4)
+        s["cuda_topk_1pct_ms"] = topk["median_ms"]
+        s["memcpy_d2d_ms"] = memcpy["median_ms"]
+t = None
+if rc("torch_topk") == 0:
+    t = json.loads(open(os.path.join(out, "torch_topk.out")).read())
+s["torch_topk"] = t if t else {"status": "skipped or failed (exit %s): %s" % (rc("torch_topk"),
+    open(os.path.join(out, "torch_topk.err")).read().strip()[-300:] if os.path.exists(os.path.join(out, "torch_topk.err")) else "")}
+if t and "cuda_topk_1pct_ms" in s:
+    s["torch_topk_ms_over_gravac_topk_ms"] = round(t["topk_ms"] / s["cuda_topk_1pct_ms"], 4)
+s["handoff_bench"] = {"exit": rc("handoff_bench"), "result": load("handoff_bench.json")}
+s["job_2_workers_gpu"] = {"status": "not run: gravacd has no device-buffer path in this build"}
+ok = (all(not v.get("failed") and "status" not in v for n, v in s["tests"].items() if n != "transport_nccl_test")
+      and rc("kernels_bench") == 0 and rc("handoff_bench") == 0)
+s["ok"] = ok
+with open(os.path.join(out, "gpu_check.json"), "w") as f:
+    json.dump(s, f, indent=1)
+brief = {k: v for k, v in s.items() if k not in ("kernels_bench", "handoff_bench")}
+brief["tests"] = {n: {k: v for k, v in t.items() if k != "skipped_names"} for n, t in s["tests"].items()}
+brief["handoff_rows"] = (s["handoff_bench"]["result"] or {}).get("rows")
+print(json.dumps(brief, indent=1))
+sys.exit(0 if ok else 1)
+EOF
