@@ -1,13 +1,21 @@
 // Coordinator: combining the nodes' statistics per step, the policy and decision publication.
 #include <cmath>
+#include <string>
 #include <utility>
 
+#include "absl/strings/str_format.h"
 #include "controller/coordinator.h"
 
 namespace gravac::controller {
 namespace {
 
 bool Finite(double v) { return std::isfinite(v) && v >= 0.0; }
+
+// A gain as the decision log shows it. The policy reports 0 while a gain is undefined (its
+// trackers still filling: warm-up, or a candidate that has just changed), which is no measurement.
+std::string GainText(double gain) {
+  return gain > 0.0 ? absl::StrFormat("%.3f", gain) : "not measured yet";
+}
 
 }  // namespace
 
@@ -164,11 +172,11 @@ void Coordinator::Publish(const JobDecision& decision) {
   if (options_.observer != nullptr) options_.observer->OnDecision(decision, true, absl::Now());
   if (options_.log != nullptr) {
     GRAVAC_LOG(*options_.log, kInfo,
-               "decision epoch %d from step %d: theta %g theta_c %g phase %s%s gain_min %.3f "
-               "gain_c %.3f",
+               "decision epoch %d from step %d: theta %g theta_c %g phase %s%s gain_min %s "
+               "gain_c %s",
                decision.epoch, decision.first_step, decision.theta, decision.theta_candidate,
-               decision.phase, decision.searching ? " (searching)" : "", decision.gain_min,
-               decision.gain_c);
+               decision.phase, decision.searching ? " (searching)" : "",
+               GainText(decision.gain_min), GainText(decision.gain_c));
   }
   for (const auto& [id, sub] : subscriptions_) Deliver(id, sub, decision);
 }
