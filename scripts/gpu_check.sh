@@ -21,7 +21,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
 gpu_tests=(kernels_cuda_status_test kernels_cuda_select_test kernels_cuda_error_feedback_test
-           kernels_cuda_scatter_add_test core_cuda_ipc_test)
+           kernels_cuda_scatter_add_test core_cuda_ipc_test core_cuda_ipc_map_test)
 benches=(gravac-cuda-kernels-bench gravac-cuda-handoff-bench)
 targets=("${gpu_tests[@]}" "${benches[@]}")
 
@@ -59,10 +59,12 @@ if [[ "${1:-}" == "--bundle" ]]; then
   exit 0
 fi
 
-out="${OUT:-$root/out/gpu_check}"
-if [[ "${1:-}" == "--out" ]]; then out="$2"; fi
-mkdir -p "$out"
-log="$out/gpu_check.log"
+dest="${OUT:-$root/out/gpu_check}"
+if [[ "${1:-}" == "--out" ]]; then dest="$2"; fi
+mkdir -p "$dest"
+# Raw outputs go to a work folder; $dest gets gpu_check.json, gpu_check.log and raw.tar.gz.
+out="$(mktemp -d /tmp/gravac-gpu-check.XXXXXX)"
+log="$dest/gpu_check.log"
 : >"$log"
 say() { echo "gpu_check: $*" | tee -a "$log"; }
 start=$(date +%s)
@@ -94,7 +96,7 @@ say "$mode ready after ${build_s}s"
 # gpu-labelled tests: every gtest binary, with a JSON report each.
 for t in "${gpu_tests[@]}"; do
   if timeout 300 "$bin_dir/$t" --gtest_output="json:$out/test_$t.json" >"$out/test_$t.log" 2>&1
-  then say "test $t: passed"; else say "test $t: FAILED (exit $?)"; fi
+  then say "test $t: passed"; else say "test $t: FAILED (exit $?)"; tail -30 "$out/test_$t.log" >>"$log"; fi
 done
 
 run_json() {  # name timeout command...
@@ -118,6 +120,7 @@ else
 fi
 
 total_s=$(( $(date +%s) - start ))
+set +e
 python3 - "$out" "$mode" "$build_s" "$total_s" "${gpu_tests[*]}" <<'EOF' | tee -a "$log"
 import datetime, json, os, sys
 out, mode, build_s, total_s, tests = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5].split()
@@ -132,7 +135,7 @@ def rc(name):
         return int(open(os.path.join(out, name + ".rc")).read())
     except (OSError, ValueError):
         return None
-s = {"date_utc": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M"),
+s = {"date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M"),
      "device": open(os.path.join(out, "device.txt")).read().strip(), "mode": mode,
      "build_s": build_s, "total_s": total_s, "tests": {}}
 for t in tests:
@@ -143,8 +146,10 @@ for t in tests:
     cases = [c for suite in r.get("testsuites", []) for c in suite.get("testsuite", [])]
     skipped = [c["name"] for c in cases if c.get("result") == "SKIPPED"]
     failed = [c["name"] for c in cases if c.get("failures")]
+    messages = [f["failure"][:400] for c in cases for f in c.get("failures", [])][:5]
     s["tests"][t] = {"cases": len(cases), "passed": len(cases) - len(failed) - len(skipped),
-                     "failed": failed, "skipped": len(skipped), "skipped_names": skipped[:20]}
+                     "failed": failed, "skipped": len(skipped), "skipped_names": skipped[:20],
+                     "failure_messages": messages}
 s["tests"]["transport_nccl_test"] = {"status": "skipped: needs two GPUs (this machine has one)"}
 k = load("kernels_bench.json")
 s["kernels_bench"] = {"exit": rc("kernels_bench"), "result": k}
@@ -171,8 +176,13 @@ s["ok"] = ok
 with open(os.path.join(out, "gpu_check.json"), "w") as f:
     json.dump(s, f, indent=1)
 brief = {k: v for k, v in s.items() if k not in ("kernels_bench", "handoff_bench")}
-brief["tests"] = {n: {k: v for k, v in t.items() if k != "skipped_names"} for n, t in s["tests"].items()}
+brief["tests"] = {n: {k: v for k, v in t.items() if k not in ("skipped_names", "failure_messages") or t.get("failed")} for n, t in s["tests"].items()}
 brief["handoff_rows"] = (s["handoff_bench"]["result"] or {}).get("rows")
 print(json.dumps(brief, indent=1))
 sys.exit(0 if ok else 1)
 EOF
+rc=${PIPESTATUS[0]}
+cp "$out/gpu_check.json" "$dest/" 2>/dev/null
+tar -czf "$dest/raw.tar.gz" -C "$out" . 2>/dev/null
+rm -rf "$out"
+exit "$rc"

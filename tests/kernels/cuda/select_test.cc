@@ -80,7 +80,7 @@ class CudaSelectTest : public CudaTest {
     DeviceBuffer<float> values = Zeros<float>(capacity);
     *status = ThresholdFilter(input.data(), n, threshold, ws_.get(), capacity, indices.data(),
                               values.data(), count, stream_);
-    int64_t written = std::min(capacity, *count);
+    int64_t written = std::min(capacity, std::max<int64_t>(*count, 0));  // -1: never set
     return {ToHost(indices, written), ToHost(values, written)};
   }
 
