@@ -101,6 +101,13 @@ absl::StatusOr<GravacdOptions> GravacdOptionsFromSettings(const Settings& s) {
   o.node_rank = static_cast<int>(node_rank);
   o.nodes = static_cast<int>(nodes);
   ASSIGN_OR_RETURN(o.transport, s.GetString("transport"));
+  // The engine's collectives reduce in host memory, so the data plane carries host buffers.
+  if (absl::Status carries = transport::CheckCarries(o.transport, transport::MemoryType::kHost,
+                                                     "gravacd's data plane (its collectives "
+                                                     "reduce in host memory)");
+      !carries.ok()) {
+    return absl::InvalidArgumentError(StrCat("--transport (GRAVAC_TRANSPORT): ", carries.message()));
+  }
   ASSIGN_OR_RETURN(o.ucx_tls, s.GetString("ucx_tls"));
   ASSIGN_OR_RETURN(o.ucx_net_devices, s.GetString("ucx_net_devices"));
   ASSIGN_OR_RETURN(int64_t fusion, s.GetInt("fusion_threshold_bytes"));

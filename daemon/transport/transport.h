@@ -40,6 +40,11 @@
 // collectives) decide when silence is fatal. options.op_timeout bounds how long a backend with its
 // own liveness checks (e.g. UCX keepalive) may take to declare a peer dead.
 //
+// Memory types. Each backend declares the memory its Isend / Irecv buffers may live in
+// (memory_types(), and the same constant in the registry table, so that a daemon can refuse a
+// configuration before it builds anything): loopback and ucx carry host memory, nccl device
+// memory of its rank's CUDA device. Giving a backend memory it does not carry is a caller bug.
+//
 // Thread-safety: thread-compatible. A Transport together with its Endpoints and Requests must be
 // used by one thread at a time (a backend may run UCX in single-thread mode). Distinct Transports
 // are independent and may be used from different threads at once.
@@ -63,6 +68,26 @@ namespace gravac::transport {
 
 // Largest tag a caller may use; the upper 16 bits belong to the backend.
 inline constexpr uint64_t kMaxUserTag = (uint64_t{1} << 48) - 1;
+
+// Where a buffer lives.
+enum class MemoryType { kHost, kDevice };
+
+// The memory types a backend carries.
+struct MemoryTypes {
+  bool host = false;
+  bool device = false;
+
+  constexpr bool Carries(MemoryType t) const { return t == MemoryType::kHost ? host : device; }
+  // "host", "device", "host and device" (or "nothing").
+  std::string ToString() const {
+    if (host && device) return "host and device";
+    return host ? "host" : device ? "device" : "nothing";
+  }
+};
+
+inline std::string_view MemoryTypeName(MemoryType t) {
+  return t == MemoryType::kHost ? "host" : "device";
+}
 
 // Backend-specific shared state handed to a factory: e.g. loopback::Fabric, through which the
 // in-process transports of ranks 0..p-1 reach each other. Factories dynamic_cast it to their own
@@ -131,6 +156,8 @@ class Transport {
   virtual std::string_view name() const = 0;
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
+  // The memory types Isend / Irecv buffers may live in (see "Memory types" above).
+  virtual MemoryTypes memory_types() const = 0;
 
   // Opaque blob that peers pass to Connect to reach this rank. Stable for the Transport's life.
   virtual std::string LocalAddress() const = 0;

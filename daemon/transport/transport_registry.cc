@@ -15,12 +15,12 @@ namespace gravac::transport {
 namespace {
 
 constexpr TransportBackend kBackends[] = {
-    {"loopback", &loopback::MakeTransport},
+    {"loopback", &loopback::MakeTransport, loopback::kMemoryTypes},
 #ifdef GRAVAC_HAVE_UCX_TRANSPORT
-    {"ucx", &ucx::MakeTransport},
+    {"ucx", &ucx::MakeTransport, ucx::kMemoryTypes},
 #endif
 #ifdef GRAVAC_HAVE_NCCL_TRANSPORT
-    {"nccl", &nccl::MakeTransport},
+    {"nccl", &nccl::MakeTransport, nccl::kMemoryTypes},
 #endif
 };
 
@@ -42,6 +42,30 @@ absl::StatusOr<std::unique_ptr<Transport>> MakeTransport(std::string_view name,
   }
   return absl::InvalidArgumentError(
       absl::StrCat("unknown transport '", wanted, "'; built: ", known));
+}
+
+absl::Status CheckCarries(std::string_view name, MemoryType buffers, std::string_view user) {
+  std::string known;
+  std::string carriers;
+  for (const TransportBackend& backend : kBackends) {
+    if (backend.name == name) {
+      if (backend.memory_types.Carries(buffers)) return absl::OkStatus();
+      for (const TransportBackend& b : kBackends) {
+        if (b.memory_types.Carries(buffers)) {
+          absl::StrAppend(&carriers, carriers.empty() ? "" : ", ", std::string(b.name));
+        }
+      }
+      return absl::InvalidArgumentError(absl::StrCat(
+          "transport '", std::string(name), "' carries ", backend.memory_types.ToString(),
+          " memory only, but ", std::string(user), " exchanges ",
+          std::string(MemoryTypeName(buffers)), " buffers; transports built for ",
+          std::string(MemoryTypeName(buffers)), " memory: ",
+          carriers.empty() ? "none" : carriers));
+    }
+    absl::StrAppend(&known, known.empty() ? "" : ", ", std::string(backend.name));
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown transport '", std::string(name), "'; built: ", known));
 }
 
 }  // namespace gravac::transport

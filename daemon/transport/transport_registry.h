@@ -25,6 +25,7 @@ using TransportFactory = absl::StatusOr<std::unique_ptr<Transport>> (*)(const Tr
 struct TransportBackend {
   std::string_view name;
   TransportFactory factory;
+  MemoryTypes memory_types;  // what its transports carry
 };
 
 // The backends in this build, in a fixed order ("loopback" first).
@@ -34,6 +35,11 @@ absl::Span<const TransportBackend> TransportBackends();
 // ones. Options are validated (0 <= rank < world_size) before the factory runs.
 absl::StatusOr<std::unique_ptr<Transport>> MakeTransport(std::string_view name,
                                                          const TransportOptions& options);
+
+// OK when backend `name` carries `buffers`; kInvalidArgument naming both (and `user`, the
+// component whose buffers they are) when it does not, and for unknown names as MakeTransport.
+// Needs no device and builds nothing: gravacd calls it while parsing its settings.
+absl::Status CheckCarries(std::string_view name, MemoryType buffers, std::string_view user);
 
 }  // namespace gravac::transport
 

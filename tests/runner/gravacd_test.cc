@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "core/status.h"
 #include "core/testing/status_matchers.h"
 #include "gmock/gmock.h"
@@ -17,6 +18,7 @@ namespace {
 
 using ::gravac::testing::IsOk;
 using ::gravac::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Pair;
 
@@ -61,6 +63,26 @@ TEST(GravacdOptionsTest, RequiredAndRanges) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--cycle_time_ms")));
   EXPECT_THAT(Parse({"--controller=h:1", "--socket=/s", "--local_size=x"}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("'local_size'")));
+}
+
+// Issue 18: the nccl transport carries device memory only and gravacd's collectives reduce in
+// host memory, so --transport nccl is refused while the settings are parsed, naming both (in a
+// build without NCCL, as an unknown transport). Unknown names are refused there too.
+TEST(GravacdOptionsTest, TransportThatCannotCarryHostBuffersIsRefusedAtStart) {
+  absl::StatusOr<GravacdOptions> nccl =
+      Parse({"--controller=h:1", "--socket=/s", "--transport=nccl"});
+  EXPECT_THAT(nccl, StatusIs(absl::StatusCode::kInvalidArgument,
+                             AllOf(HasSubstr("--transport"), HasSubstr("'nccl'"))));
+  if (absl::StrContains(nccl.status().message(), "carries")) {
+    EXPECT_THAT(nccl.status().message(),
+                AllOf(HasSubstr("device memory only"), HasSubstr("host buffers")));
+  }
+  EXPECT_THAT(Parse({"--controller=h:1", "--socket=/s"}, {{"GRAVAC_TRANSPORT", "nccl"}}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("'nccl'")));
+  EXPECT_THAT(Parse({"--controller=h:1", "--socket=/s", "--transport=carrier-pigeon"}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("unknown transport 'carrier-pigeon'")));
+  EXPECT_THAT(Parse({"--controller=h:1", "--socket=/s", "--transport=loopback"}), IsOk());
 }
 
 TEST(GravacdOptionsTest, MetricsSettings) {

@@ -80,6 +80,7 @@ class LoopbackTransport : public Transport {
   LoopbackTransport(Fabric* fabric, int rank) : fabric_(fabric), rank_(rank) {}
 
   std::string_view name() const override { return "loopback"; }
+  MemoryTypes memory_types() const override { return kMemoryTypes; }
   int rank() const override { return rank_; }
   int world_size() const override { return fabric_->world_size(); }
 

@@ -22,6 +22,9 @@ namespace gravac::transport::loopback {
 // Fails with kInvalidArgument when options.context is not a Fabric or the sizes disagree.
 absl::StatusOr<std::unique_ptr<Transport>> MakeTransport(const TransportOptions& options);
 
+// The memory this backend carries (transport.h, "Memory types").
+inline constexpr MemoryTypes kMemoryTypes{.host = true};
+
 }  // namespace gravac::transport::loopback
 
 #endif  // GRAVAC_DAEMON_TRANSPORT_LOOPBACK_TRANSPORT_H_

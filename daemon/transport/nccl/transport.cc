@@ -44,6 +44,7 @@ class NcclTransport : public Transport {
         peers_(world_size) {}
 
   std::string_view name() const override { return "nccl"; }
+  MemoryTypes memory_types() const override { return kMemoryTypes; }
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }
   std::string LocalAddress() const override {

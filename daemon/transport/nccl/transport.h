@@ -48,6 +48,9 @@ namespace gravac::transport::nccl {
 // finds no device or the device does not exist, and NCCL's error when a unique id cannot be made.
 absl::StatusOr<std::unique_ptr<Transport>> MakeTransport(const TransportOptions& options);
 
+// The memory this backend carries (transport.h, "Memory types").
+inline constexpr MemoryTypes kMemoryTypes{.device = true};
+
 }  // namespace gravac::transport::nccl
 
 #endif  // GRAVAC_DAEMON_TRANSPORT_NCCL_TRANSPORT_H_

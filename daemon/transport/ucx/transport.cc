@@ -76,6 +76,7 @@ class UcxTransport : public Transport {
   ~UcxTransport() override;
 
   std::string_view name() const override { return "ucx"; }
+  MemoryTypes memory_types() const override { return kMemoryTypes; }
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }
   std::string LocalAddress() const override {

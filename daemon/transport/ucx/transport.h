@@ -49,6 +49,9 @@ namespace gravac::transport::ucx {
 // usable transport).
 absl::StatusOr<std::unique_ptr<Transport>> MakeTransport(const TransportOptions& options);
 
+// The memory this backend carries (transport.h, "Memory types").
+inline constexpr MemoryTypes kMemoryTypes{.host = true};
+
 // What UCX chose for an endpoint made by this backend (ucp_ep_print_info: lanes, transports,
 // devices), for logs and tests. Fails with kInvalidArgument for an endpoint of another backend.
 absl::StatusOr<std::string> DescribeEndpoint(Endpoint& endpoint);

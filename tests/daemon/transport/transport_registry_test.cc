@@ -10,7 +10,9 @@
 namespace gravac::transport {
 namespace {
 
+using ::gravac::testing::IsOk;
 using ::gravac::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 TransportOptions Options(int rank, int world_size, TransportContext* context) {
@@ -42,6 +44,39 @@ TEST(TransportRegistryTest, UnknownNameListsTheBuiltBackends) {
   EXPECT_THAT(MakeTransport("carrier-pigeon", {}),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("unknown transport 'carrier-pigeon'; built: loopback")));
+}
+
+TEST(TransportRegistryTest, EveryBackendDeclaresItsMemoryTypes) {
+  for (const TransportBackend& backend : TransportBackends()) {
+    // loopback and ucx copy host bytes; nccl moves device memory only.
+    const bool device_only = backend.name == "nccl";
+    EXPECT_EQ(backend.memory_types.host, !device_only) << backend.name;
+    EXPECT_EQ(backend.memory_types.device, device_only) << backend.name;
+  }
+  loopback::Fabric fabric(1);
+  ASSERT_OK_AND_ASSIGN(auto transport, MakeTransport("loopback", Options(0, 1, &fabric)));
+  EXPECT_TRUE(transport->memory_types().Carries(MemoryType::kHost));
+  EXPECT_FALSE(transport->memory_types().Carries(MemoryType::kDevice));
+}
+
+TEST(TransportRegistryTest, CheckCarriesNamesTheTransportAndTheMemoryType) {
+  EXPECT_THAT(CheckCarries("loopback", MemoryType::kHost, "the test"), IsOk());
+  EXPECT_THAT(CheckCarries("loopback", MemoryType::kDevice, "the test"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("transport 'loopback' carries host memory only"),
+                             HasSubstr("the test exchanges device buffers"))));
+  EXPECT_THAT(CheckCarries("carrier-pigeon", MemoryType::kHost, "the test"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("unknown transport 'carrier-pigeon'")));
+  bool nccl_built = false;
+  for (const TransportBackend& backend : TransportBackends()) nccl_built |= backend.name == "nccl";
+  if (nccl_built) {
+    EXPECT_THAT(CheckCarries("nccl", MemoryType::kHost, "the test"),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         AllOf(HasSubstr("transport 'nccl' carries device memory only"),
+                               HasSubstr("exchanges host buffers"))));
+    EXPECT_THAT(CheckCarries("nccl", MemoryType::kDevice, "the test"), IsOk());
+  }
 }
 
 TEST(TransportRegistryTest, RankOutsideTheWorldIsRejectedBeforeTheFactory) {
