@@ -24,7 +24,7 @@ from gravac.torch.mpi_ops import (Average, Sum, allgather, allgather_async, allr
                                   broadcast, broadcast_, broadcast_async, broadcast_async_,
                                   gloo_built, gloo_enabled, init, is_initialized, local_rank,
                                   local_size, mpi_built, mpi_enabled, mpi_threads_supported,
-                                  nccl_built, poll, rank, shutdown, size, synchronize)
+                                  nccl_built, cuda_built, poll, rank, shutdown, size, synchronize)
 from gravac.torch.optimizer import DistributedOptimizer
 
 HorovodInternalError = GravacError
@@ -35,6 +35,6 @@ __all__ = [
     "allreduce_", "allreduce_async", "allreduce_async_", "barrier", "broadcast", "broadcast_",
     "broadcast_async", "broadcast_async_", "broadcast_object", "broadcast_optimizer_state",
     "broadcast_parameters", "gloo_built", "gloo_enabled", "init", "is_initialized", "local_rank",
-    "local_size", "mpi_built", "mpi_enabled", "mpi_threads_supported", "nccl_built", "poll",
+    "local_size", "mpi_built", "mpi_enabled", "mpi_threads_supported", "nccl_built", "cuda_built", "poll",
     "rank", "shutdown", "size", "synchronize",
 ]

@@ -214,6 +214,13 @@ def gloo_built():
 
 
 def nccl_built():
+    """False: neither gravac.torch nor gravacd exchanges tensors over NCCL (issue 18)."""
+    return False
+
+
+def cuda_built():
+    """False: gravac.torch copies CUDA tensors to host memory and gravacd compresses them with
+    its CPU kernels; no CUDA tensor reaches gravacd on the GPU yet (issue 18)."""
     return False
 
 
