@@ -5,6 +5,10 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
+
+#define XXH_INLINE_ALL  // header-only XXH64 (Debian libxxhash-dev)
+#include <xxhash.h>
 
 #include "absl/strings/str_format.h"
 #include "core/status.h"
@@ -12,135 +16,25 @@
 #include "kernels/cpu/check.h"
 #include "kernels/cpu/randomk.h"
 #include "kernels/cpu/scatter_add.h"
+#include "kernels/varint_codec.h"
 
 namespace gravac::kernels {
 
 static_assert(std::endian::native == std::endian::little,
               "the wire format is little-endian; a big-endian host needs byte swaps here");
 
-namespace internal {
-namespace {
-
-constexpr uint64_t kP1 = 11400714785074694791ull;
-constexpr uint64_t kP2 = 14029467366897019727ull;
-constexpr uint64_t kP3 = 1609587929392839161ull;
-constexpr uint64_t kP4 = 9650029242287828579ull;
-constexpr uint64_t kP5 = 2870177450012600261ull;
-
-uint64_t Read64(const uint8_t* p) {
-  uint64_t v;
-  std::memcpy(&v, p, 8);
-  return v;
-}
-uint32_t Read32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-uint64_t Round(uint64_t acc, uint64_t input) { return std::rotl(acc + input * kP2, 31) * kP1; }
-uint64_t MergeRound(uint64_t acc, uint64_t val) { return (acc ^ Round(0, val)) * kP1 + kP4; }
-
-}  // namespace
-
-uint64_t XxHash64(absl::Span<const uint8_t> data, uint64_t seed) {
-  const uint8_t* p = data.data();
-  const size_t len = data.size();
-  const uint8_t* end = p + len;
-  uint64_t h;
-  if (len >= 32) {
-    uint64_t v1 = seed + kP1 + kP2, v2 = seed + kP2, v3 = seed, v4 = seed - kP1;
-    for (; end - p >= 32; p += 32) {
-      v1 = Round(v1, Read64(p));
-      v2 = Round(v2, Read64(p + 8));
-      v3 = Round(v3, Read64(p + 16));
-      v4 = Round(v4, Read64(p + 24));
-    }
-    h = std::rotl(v1, 1) + std::rotl(v2, 7) + std::rotl(v3, 12) + std::rotl(v4, 18);
-    h = MergeRound(MergeRound(MergeRound(MergeRound(h, v1), v2), v3), v4);
-  } else {
-    h = seed + kP5;
-  }
-  h += static_cast<uint64_t>(len);
-  for (; end - p >= 8; p += 8) h = std::rotl(h ^ Round(0, Read64(p)), 27) * kP1 + kP4;
-  if (end - p >= 4) {
-    h = std::rotl(h ^ (static_cast<uint64_t>(Read32(p)) * kP1), 23) * kP2 + kP3;
-    p += 4;
-  }
-  for (; p < end; ++p) h = std::rotl(h ^ (*p * kP5), 11) * kP1;
-  h ^= h >> 33;
-  h *= kP2;
-  h ^= h >> 29;
-  h *= kP3;
-  h ^= h >> 32;
-  return h;
-}
-
-}  // namespace internal
-
 namespace {
 
 constexpr size_t kStreamBytesField = 8;  // layout 3: uint64 byte length of the varint stream
-constexpr size_t kMaxVarintBytes = 5;
 
 size_t ValueWidth(ValueType t) { return t == ValueType::kFloat32 ? 4 : 2; }
-
-// Bytes of the unsigned LEB128 encoding of x (branch-free, so the scan below vectorises).
-uint32_t VarintLen(uint32_t x) {
-  return 1 + static_cast<uint32_t>(x >= (1u << 7)) + static_cast<uint32_t>(x >= (1u << 14)) +
-         static_cast<uint32_t>(x >= (1u << 21)) + static_cast<uint32_t>(x >= (1u << 28));
-}
-
-struct IndexScan {
-  bool valid;           // strictly ascending and in [0, dense_size)
-  size_t stream_bytes;  // bytes of the layout-3 varint stream (meaningful when valid)
-};
-
-// One branch-free pass: validity of explicit indices and the size of their varint stream.
-IndexScan ScanIndices(absl::Span<const int32_t> idx, int64_t dense_size) {
-  const size_t k = idx.size();
-  if (k == 0) return {true, 0};
-  const int32_t* p = idx.data();
-  // Strictly ascending from p[0] >= 0 to p[k - 1] < dense_size puts every index in range.
-  uint32_t bad = static_cast<uint32_t>(p[0] < 0 || p[k - 1] >= dense_size);
-  size_t total = VarintLen(static_cast<uint32_t>(p[0]));
-  // Fixed-size blocks (the loop that GCC's -O2 cost model vectorises), then the tail.
-  constexpr size_t kBlock = 16;
-  size_t i = 1;
-  for (; i + kBlock <= k; i += kBlock) {
-    uint32_t block_bad = 0, block_bytes = 0;
-    for (size_t j = 0; j < kBlock; ++j) {
-      const int32_t cur = p[i + j], prev = p[i + j - 1];
-      block_bad |= static_cast<uint32_t>(cur <= prev);
-      block_bytes += VarintLen(static_cast<uint32_t>(cur) - static_cast<uint32_t>(prev) - 1);
-    }
-    bad |= block_bad;
-    total += block_bytes;
-  }
-  for (; i < k; ++i) {
-    bad |= static_cast<uint32_t>(p[i] <= p[i - 1]);
-    total += VarintLen(static_cast<uint32_t>(p[i]) - static_cast<uint32_t>(p[i - 1]) - 1);
-  }
-  return {bad == 0, total};
-}
-
-// Writes x as a varint with one unaligned 8-byte store (p needs 8 writable bytes); returns the
-// end of the varint.
-uint8_t* PutVarint(uint8_t* p, uint32_t x) {
-  const uint64_t v = x;
-  uint64_t bytes = (v & 0x7f) | ((v << 1) & 0x7f00) | ((v << 2) & 0x7f0000) |
-                   ((v << 3) & 0x7f000000) | ((v << 4) & 0xff00000000ull);
-  const size_t len = VarintLen(x);
-  bytes |= 0x0000008080808080ull & ((uint64_t{1} << (8 * (len - 1))) - 1);  // continuation bits
-  std::memcpy(p, &bytes, 8);
-  return p + len;
-}
 
 struct Plan {
   WireLayout layout;
   size_t stream_bytes = 0;  // layout 3 only
 };
 
-// `stream` is ScanIndices(c.indices).stream_bytes for explicit indices (unused otherwise).
+// `stream` is ScanGaps(c.indices).stream_bytes for explicit indices (unused otherwise).
 Plan PlanOf(const Compressed& c, size_t stream) {
   if (c.dense) return {WireLayout::kDense};
   if (c.implicit_indices) return {WireLayout::kSparseImplicit};
@@ -165,9 +59,8 @@ size_t PayloadSize(const Plan& plan, ValueType type, int64_t count) {
 }
 
 uint64_t Checksum(const uint8_t* buf, size_t total) {
-  uint64_t header_hash = internal::XxHash64(absl::MakeConstSpan(buf, 32), 0);
-  return internal::XxHash64(absl::MakeConstSpan(buf + kWireHeaderSize, total - kWireHeaderSize),
-                            header_hash);
+  const uint64_t header_hash = XXH64(buf, 32, 0);
+  return XXH64(buf + kWireHeaderSize, total - kWireHeaderSize, header_hash);
 }
 
 template <typename T>
@@ -227,7 +120,7 @@ absl::Status CheckCompressed(const Compressed& c, size_t* stream_bytes) {
       return absl::InvalidArgumentError(
           absl::StrFormat("Encode: %d indices for %d values", c.indices.size(), c.values.size()));
     }
-    const IndexScan scan = ScanIndices(c.indices, c.dense_size);
+    const internal::GapScan scan = internal::ScanGaps(c.indices, c.dense_size);
     if (!scan.valid) {
       RETURN_IF_ERROR(CheckIndices(reinterpret_cast<const uint8_t*>(c.indices.data()), c.count(),
                                    c.dense_size, "Encode"));
@@ -337,113 +230,11 @@ absl::Status ParseMessage(absl::Span<const uint8_t> in, const char* who, Message
   return absl::OkStatus();
 }
 
-// The error for varint i at stream byte pos: n bytes (> 5: too long), gap, resulting index.
-absl::Status DeltaIndexError(const Message& m, const char* who, int64_t i, size_t pos, size_t n,
-                             uint64_t gap, int64_t index, bool last_zero) {
-  if (n > kMaxVarintBytes) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: varint %d at stream byte %d is longer than %d bytes", who, i, pos, kMaxVarintBytes));
-  }
-  if (last_zero) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: varint %d at stream byte %d is not minimally encoded (%d bytes, last is 0)", who, i,
-        pos, n));
-  }
-  if (gap > static_cast<uint64_t>(std::numeric_limits<int32_t>::max())) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: varint %d at stream byte %d holds gap %d, which overflows int32 (max %d)", who, i, pos,
-        gap, std::numeric_limits<int32_t>::max()));
-  }
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "%s: index %d at position %d is outside [0, dense_size = %d)", who, index, i, m.dense_size));
-}
-
-// Decodes the layout-3 varint stream, calling f(i, index) for each of the count indices in
-// order, and checks it completely (see the header comment). f is called for indices already
-// checked, so on error the calls made so far were for valid indices only.
+// Decodes and checks the layout-3 index stream of m (varint_codec.h).
 template <typename F>
 absl::Status ForEachDeltaIndex(const Message& m, const char* who, F&& f) {
-  const uint8_t* s = m.indices;
-  const size_t len = m.stream_bytes;
-  size_t pos = 0;
-  int64_t next = 0;  // previous index + 1
-  int64_t i = 0;
-  while (i < m.count) {
-    uint64_t w = 0;
-    if (len - pos >= 8) {
-      w = Get<uint64_t>(s + pos);
-      // Eight one-byte varints (gaps < 128, the common case at mean gap <= ~30): indices only
-      // grow, so checking the last one against dense_size checks all eight.
-      if ((w & 0x8080808080808080ull) == 0 && m.count - i >= 8) {
-        int64_t block[8];
-        int64_t x = next;
-        for (int j = 0; j < 8; ++j) {
-          block[j] = x + static_cast<int64_t>((w >> (8 * j)) & 0x7f);
-          x = block[j] + 1;
-        }
-        if (block[7] < m.dense_size) {
-          for (int j = 0; j < 8; ++j) f(i + j, static_cast<int32_t>(block[j]));
-          i += 8;
-          pos += 8;
-          next = x;
-          continue;
-        }
-        // else: one by one below, to report the first index out of range
-      }
-    }
-    uint64_t gap;
-    size_t n;
-    int64_t index;
-    if (len - pos >= 8) {
-      // Branch-free decode of one varint; one well-predicted test for every error.
-      const uint64_t stops = ~w & 0x8080808080ull;  // bytes 0..4 without a continuation bit
-      n = static_cast<size_t>(std::countr_zero(stops | (uint64_t{1} << 47))) / 8 + 1;  // 6: none
-      const uint64_t mask = (uint64_t{1} << (8 * n)) - 1;
-      const uint64_t v = w & mask;
-      gap = (v & 0x7f) | ((v >> 1) & 0x3f80) | ((v >> 2) & 0x1fc000) | ((v >> 3) & 0xfe00000) |
-            ((v >> 4) & 0x7f0000000ull);
-      index = next + static_cast<int64_t>(gap);
-      const bool last_zero = n > 1 && ((v >> (8 * (n - 1))) & 0xff) == 0;
-      if (n > kMaxVarintBytes || last_zero ||
-          gap > static_cast<uint64_t>(std::numeric_limits<int32_t>::max()) ||
-          index >= m.dense_size) {
-        return DeltaIndexError(m, who, i, pos, n, gap, index, last_zero);
-      }
-    } else {
-      gap = 0;
-      n = 0;
-      uint8_t b = 0;
-      do {
-        if (n == kMaxVarintBytes) break;
-        if (pos + n >= len) {
-          return absl::InvalidArgumentError(absl::StrFormat(
-              "%s: varint %d at stream byte %d runs past the end of the %d-byte index stream", who,
-              i, pos, len));
-        }
-        b = s[pos + n];
-        gap |= static_cast<uint64_t>(b & 0x7f) << (7 * n);
-        ++n;
-      } while (b & 0x80);
-      if (n == kMaxVarintBytes && (b & 0x80)) ++n;  // a sixth byte follows
-      index = next + static_cast<int64_t>(gap);
-      const bool last_zero = n > 1 && n <= kMaxVarintBytes && s[pos + n - 1] == 0;
-      if (n > kMaxVarintBytes || last_zero ||
-          gap > static_cast<uint64_t>(std::numeric_limits<int32_t>::max()) ||
-          index >= m.dense_size) {
-        return DeltaIndexError(m, who, i, pos, n, gap, index, last_zero);
-      }
-    }
-    f(i, static_cast<int32_t>(index));
-    next = index + 1;
-    pos += n;
-    ++i;
-  }
-  if (pos != len) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: trailing bytes in the index stream: the %d varints end at byte %d, stream_bytes is %d",
-        who, m.count, pos, len));
-  }
-  return absl::OkStatus();
+  return internal::ForEachGapIndex(absl::MakeConstSpan(m.indices, m.stream_bytes), m.count,
+                                   m.dense_size, who, std::forward<F>(f));
 }
 
 template <ValueType T>
@@ -540,7 +331,7 @@ absl::Status DecodeAddDirect(const Message& m, float scale, float* o) {
 
 size_t EncodedSize(const Compressed& c) {
   const size_t stream =
-      c.dense || c.implicit_indices ? 0 : ScanIndices(c.indices, c.dense_size).stream_bytes;
+      c.dense || c.implicit_indices ? 0 : internal::ScanGaps(c.indices, c.dense_size).stream_bytes;
   return kWireHeaderSize + PayloadSize(PlanOf(c, stream), c.value_type, c.count());
 }
 
@@ -561,7 +352,7 @@ absl::Status Encode(const Compressed& c, std::vector<uint8_t>* out) {
   const Plan plan = PlanOf(c, stream);
   const WireLayout layout = plan.layout;
   const size_t total = kWireHeaderSize + PayloadSize(plan, c.value_type, c.count());
-  // PutVarint stores 8 bytes at a time: room for the last one's overhang, cut off at the end.
+  // PutGaps stores 8 bytes at a time: room for the last one's overhang, cut off at the end.
   out->resize(layout == WireLayout::kSparseDelta ? total + 8 : total);
   uint8_t* buf = out->data();
   Put<uint32_t>(buf, kWireMagic);
@@ -600,17 +391,7 @@ absl::Status Encode(const Compressed& c, std::vector<uint8_t>* out) {
     std::memcpy(p, c.indices.data(), 4 * c.indices.size());
   } else if (layout == WireLayout::kSparseDelta) {
     Put<uint64_t>(p, plan.stream_bytes);
-    uint8_t* q = p + kStreamBytesField;
-    uint32_t next = 0;
-    for (int32_t v : c.indices) {
-      const uint32_t gap = static_cast<uint32_t>(v) - next;
-      if (gap < 0x80) {
-        *q++ = static_cast<uint8_t>(gap);  // the common case: mean gap = theta
-      } else {
-        q = PutVarint(q, gap);
-      }
-      next = static_cast<uint32_t>(v) + 1;
-    }
+    internal::PutGaps(c.indices, p + kStreamBytesField);
     out->resize(total);
   }
   Put<uint64_t>(buf + 32, Checksum(buf, total));

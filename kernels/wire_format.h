@@ -25,6 +25,7 @@
 //                                         minimal and at most 5 bytes: idx[0], then
 //                                         idx[i] - idx[i-1] - 1 for i >= 1
 //   The buffer ends exactly at V+8+L. The payload (checksummed) is everything after byte 40.
+//   The varint codec is kernels/varint_codec.h.
 //
 // Encode picks the layout: dense tensors 2, implicit-index tensors 1, explicit-index tensors 3
 // when that is strictly smaller than layout 0 (8 + varint bytes < 4 * count), else 0. That is
@@ -98,11 +99,6 @@ absl::Status Decode(absl::Span<const uint8_t> in, Compressed* out);
 // out[i] += scale * (decoded tensor)[i], bit-identical to Decode + cpu::DecompressAdd. `out` must
 // have dense_size elements (InvalidArgument otherwise); on any error `out` is unchanged.
 absl::Status DecodeAdd(absl::Span<const uint8_t> in, float scale, absl::Span<float> out);
-
-namespace internal {
-// XXH64 (xxHash, 64-bit) of `data` with `seed`.
-uint64_t XxHash64(absl::Span<const uint8_t> data, uint64_t seed);
-}  // namespace internal
 
 }  // namespace gravac::kernels
 

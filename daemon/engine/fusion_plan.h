@@ -39,7 +39,7 @@ struct Group {
 struct PlanOptions {
   int world_nodes = 1;
   size_t fusion_threshold_bytes = 64 << 20;
-  const kernels::Compressor* compressor = nullptr;  // nullptr: everything dense
+  const kernels::Compressor* compressor = nullptr;               // nullptr: everything dense
   kernels::ValueType value_type = kernels::ValueType::kFloat32;  // of the sparse values
 };
 

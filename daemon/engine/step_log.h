@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -53,7 +54,7 @@ class StepLog {
   absl::Status Append(const GroupRecord& group, const GroupTiming& timing);
 
  private:
-  explicit StepLog(ipc::UniqueFd fd, std::string path) : fd_(std::move(fd)), path_(std::move(path)) {}
+  StepLog(ipc::UniqueFd fd, std::string path) : fd_(std::move(fd)), path_(std::move(path)) {}
 
   ipc::UniqueFd fd_;
   std::string path_;

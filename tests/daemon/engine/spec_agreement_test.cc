@@ -64,12 +64,21 @@ const Case kCases[] = {
     {"dtype", CollectiveKind::kAllreduce,
      [](TensorSpec& s) { s.dtype = collectives::DataType::kFloat16; },
      "tensor 'w': dtype fp16 on ranks 1 differs from fp32 on ranks 0"},
-    {"shape", CollectiveKind::kAllreduce, [](TensorSpec& s) { s.shape = {4, 4}; },
+    {"shape", CollectiveKind::kAllreduce,
+     [](TensorSpec& s) {
+       s.shape = {4, 4};
+     },
      "tensor 'w': shape [4,4] on ranks 1 differs from [4,3] on ranks 0"},
-    {"allgather shape[1..]", CollectiveKind::kAllgather, [](TensorSpec& s) { s.shape = {4, 4}; },
+    {"allgather shape[1..]", CollectiveKind::kAllgather,
+     [](TensorSpec& s) {
+       s.shape = {4, 4};
+     },
      "tensor 'w': shape [*,4] on ranks 1 differs from [*,3] on ranks 0"},
     {"allgather first dimension", CollectiveKind::kAllgather,
-     [](TensorSpec& s) { s.shape = {9, 3}; }, ""},
+     [](TensorSpec& s) {
+       s.shape = {9, 3};
+     },
+     ""},
     {"op", CollectiveKind::kAllreduce,
      [](TensorSpec& s) { s.reduce_op = collectives::ReduceOp::kAverage; },
      "tensor 'w': op average on ranks 1 differs from sum on ranks 0"},
@@ -106,7 +115,10 @@ TEST(SpecAgreementTest, TheFirstDifferingFieldIsNamedWithEveryRankHoldingEachVal
   b.dtype = c.dtype = collectives::DataType::kInt32;
   b.compress = true;  // checked after dtype
   const TensorSpec* specs[] = {&a, &b, &c, &a};
-  EXPECT_EQ(FindDisagreement("w", specs, [](int i) { return std::vector<int>{2 * i, 2 * i + 1}; }),
+  EXPECT_EQ(FindDisagreement("w", specs,
+                             [](int i) {
+                               return std::vector<int>{2 * i, 2 * i + 1};
+                             }),
             "tensor 'w': dtype int32 on ranks 2-5 differs from fp32 on ranks 0-1,6-7");
   const TensorSpec* same[] = {&a, &a};
   EXPECT_EQ(FindDisagreement("w", same, [](int i) { return std::vector<int>{i}; }), "");
