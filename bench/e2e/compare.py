@@ -96,9 +96,15 @@ def run_flags(name):
         return ["--mode", "static", "--theta", m.group(1)]
     return RUNS[name]
 
+GAIN = r"(not measured yet|\S+)"  # the controller logs a gain whose trackers are filling so
 DECISION_RE = re.compile(
     r"decision epoch (\d+) from step (\d+): theta (\S+) theta_c (\S+) phase (\S+).*?"
-    r"gain_min (\S+) gain_c (\S+)")
+    r"gain_min " + GAIN + " gain_c " + GAIN)
+
+
+def gain_value(text):
+    """A logged gain as a float, None when not measured yet."""
+    return None if text == "not measured yet" else float(text)
 STEP_RE = re.compile(r"^step=(\d+) epoch=(\d+) theta=(\S+) collective=(\S+)")
 
 
@@ -187,8 +193,8 @@ def parse_gravac_outputs(out, name):
                     decisions.append({"decision_epoch": int(m.group(1)),
                                       "step": int(m.group(2)), "theta": float(m.group(3)),
                                       "theta_c": float(m.group(4)), "phase": m.group(5),
-                                      "gain_min": float(m.group(6)),
-                                      "gain_c": float(m.group(7))})
+                                      "gain_min": gain_value(m.group(6)),
+                                      "gain_c": gain_value(m.group(7))})
     theta_by_step = {}
     step_log = os.path.join(out, name + ".steps.0.log")
     if os.path.exists(step_log):
@@ -296,7 +302,20 @@ def summarize(name, res, target):
             "load_before": res["load_before"], "load_after": res["load_after"],
             "theta_mean": (sum(r.get("theta_mean") or 0 for r in recs) / len(recs)
                            if recs and name.startswith("gravac") else None),
+            "decision_epochs": len(res["decisions"]) if name.startswith("gravac") else None,
+            "epochs_per_100_steps": epochs_per_100_steps(res) if name.startswith("gravac")
+                                    else None,
             "curve": curve}
+
+
+def epochs_per_100_steps(res):
+    """Decision epochs the controller published per 100 training steps of a run (every epoch
+    is a θ, candidate or phase change the daemons must adopt), or None without steps."""
+    recs = res["records"]
+    steps = recs[-1].get("step") if recs else None
+    if not steps:
+        return None
+    return 100.0 * len(res["decisions"]) / steps
 
 
 def mlp_parameters(hidden):
@@ -323,19 +342,22 @@ def write_table(args, rows, load_start, load_end):
                 "/".join("%.2f" % v for v in load_end)), "",
              "| run | rc | final acc | Δ vs dense (pts) | time to %.3f (s) | epoch reached | "
              "train time (s) | bytes sent (MB) | vs dense | mean step (ms) | mean θ | "
-             "load avg 1 min (before/after) |" % args.target,
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "decision epochs (per 100 steps) | load avg 1 min (before/after) |" % args.target,
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         delta = (100 * (r["final_acc"] - dense["final_acc"])
                  if dense and dense["final_acc"] is not None and r["final_acc"] is not None
                  else None)
         ratio = (r["bytes_sent"] / dense["bytes_sent"]
                  if dense and dense["bytes_sent"] and r["bytes_sent"] is not None else None)
-        lines.append("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.2f / %.2f |" % (
+        epochs = ("%d (%.1f)" % (r["decision_epochs"], r["epochs_per_100_steps"])
+                  if r.get("epochs_per_100_steps") is not None else "—")
+        lines.append("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.2f / %.2f |"
+                     % (
             r["run"], r["rc"], fmt(r["final_acc"], "%.4f"), fmt(delta, "%+.2f"),
             fmt(r["time_to_target_s"], "%.1f", "not reached"), fmt(r["epoch_to_target"], "%d"),
             fmt(r["time_s"], "%.1f"), fmt(r["bytes_sent"] and r["bytes_sent"] / 1e6, "%.1f"),
-            fmt(ratio, "%.3f"), fmt(r["step_ms"], "%.0f"), fmt(r["theta_mean"], "%.0f"),
+            fmt(ratio, "%.3f"), fmt(r["step_ms"], "%.0f"), fmt(r["theta_mean"], "%.0f"), epochs,
             r["load_before"][0], r["load_after"][0]))
     lines += ["", "Bytes: gravac runs report the controller's bytes_sent (inter-node payload, "
               "both nodes); ddp reports the eth0 transmit counters of both namespaces (payload "
@@ -698,9 +720,9 @@ def write_summary(args, names, rounds):
              "| run | time to %.3f per round (s) | median (s) | rounds reaching it | epoch "
              "reached (median) | time to dense quality per round (s) | median (s) | rounds "
              "reaching it | final acc Δ vs dense per round (pts) | mean Δ ± s.e. (pts) | rounds "
-             "within %.2f pts | mean step per round (ms) | bytes vs dense |" % (
-                 args.target, args.dense_margin),
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "within %.2f pts | mean step per round (ms) | bytes vs dense | decision epochs per "
+             "100 steps per round |" % (args.target, args.dense_margin),
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     summary, times = [], {}
     for name in names:
         rows = [next((r for r in rnd["rows"] if r["run"] == name), None) for rnd in rounds]
@@ -731,11 +753,12 @@ def write_summary(args, names, rounds):
                 "final_acc_vs_dense_stderr_pts": delta_error,
                 "step_ms": [r and r["step_ms"] for r in rows],
                 "median_step_ms": median(r and r["step_ms"] for r in rows),
-                "median_bytes_vs_dense": median(ratios)}
+                "median_bytes_vs_dense": median(ratios),
+                "epochs_per_100_steps": [r and r.get("epochs_per_100_steps") for r in rows]}
         summary.append(item)
         mean_delta = "—" if delta_mean is None else "%+.2f ± %.2f" % (delta_mean, delta_error)
         lines.append("| %s | %s | %s | %d of %d | %s | %s | %s | %d of %d | %s | %s | %d of %d | "
-                     "%s | %s |" % (
+                     "%s | %s | %s |" % (
             name, " / ".join(fmt(t, "%.1f", "—") for t in ttt),
             fmt(item["median_time_to_target_s"], "%.1f"), item["reached"], len(rows),
             fmt(item["median_epoch_to_target"], "%g"),
@@ -744,7 +767,8 @@ def write_summary(args, names, rounds):
             len(rows), " / ".join(fmt(x, "%+.2f", "—") for x in delta), mean_delta,
             item["within_dense_margin"], sum(x is not None for x in delta),
             " / ".join(fmt(t, "%.0f", "—") for t in item["step_ms"]),
-            fmt(item["median_bytes_vs_dense"], "%.3f")))
+            fmt(item["median_bytes_vs_dense"], "%.3f"),
+            " / ".join(fmt(e, "%.1f", "—") for e in item["epochs_per_100_steps"])))
     standings = []
     gravac = [n for n in names if n.startswith("gravac")]
     if gravac:

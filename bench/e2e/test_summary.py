@@ -139,3 +139,21 @@ def test_a_single_seed_is_the_seed_its_round_trains_with(tmp_path, monkeypatch):
     assert trained == [90, 7, 8, 7, 8]
     with open(tmp_path / "m" / "summary.json") as f:
         assert [r["seed"] for r in json.load(f)["rounds"]] == [7, 8, 7, 8]
+
+
+def test_decision_lines_and_epochs_per_100_steps(tmp_path):
+    # Controller lines as coordinator_stats.cc logs them: a gain still being measured is named.
+    (tmp_path / "gravac_geometric.log").write_text(
+        "[controller] I 12:00:00 gravac-controller coordinator_stats.cc:170] decision epoch 1 "
+        "from step 10: theta 10 theta_c 10 phase searching (searching) gain_min 0.950 gain_c "
+        "0.950\n"
+        "[controller] I 12:00:01 gravac-controller coordinator_stats.cc:170] decision epoch 2 "
+        "from step 23: theta 10 theta_c 20 phase searching (searching) gain_min 0.940 gain_c "
+        "not measured yet\n"
+        "[rank 0] decision epoch 9 from step 1: theta 5 theta_c 5 phase x gain_min 1 gain_c 1\n")
+    (tmp_path / "gravac_geometric.jsonl").write_text(json.dumps({"epoch": 1, "step": 40}) + "\n")
+    res = compare.parse_gravac_outputs(str(tmp_path), "gravac_geometric")
+    assert [(d["decision_epoch"], d["step"], d["theta_c"], d["gain_c"])
+            for d in res["decisions"]] == [(1, 10, 10.0, 0.95), (2, 23, 20.0, None)]
+    assert compare.epochs_per_100_steps(res) == 5.0
+    assert compare.epochs_per_100_steps({"records": [], "decisions": []}) is None

@@ -152,6 +152,14 @@ double GravacPolicy::Choose(std::optional<double> gain_min, std::optional<double
   return ThroughputTable::kDense;
 }
 
+double GravacPolicy::Dwell(double chosen) const {
+  const double held = current_.theta;
+  if (chosen == held || observed_ - theta_since_ >= config_.min_dwell) return chosen;
+  const bool still_valid =
+      held == ThroughputTable::kDense || held == config_.theta_min || held == theta_c_;
+  return still_valid ? held : chosen;
+}
+
 absl::StatusOr<Decision> GravacPolicy::Observe(const StepStats& s) {
   if (absl::Status st = CheckStats(s); !st.ok()) return st;
   if (history_.empty()) history_.push_back({s.step, theta_c_});
@@ -171,7 +179,8 @@ absl::StatusOr<Decision> GravacPolicy::Observe(const StepStats& s) {
   }
 
   Decision next = current_;
-  next.theta = Choose(gain_min, gain_c);
+  next.theta = Dwell(Choose(gain_min, gain_c));
+  if (next.theta != current_.theta) theta_since_ = observed_;
   next.theta_candidate = theta_c_;
   next.searching = searching_;
   next.phase = !searching_                  ? Phase::kDone

@@ -38,6 +38,12 @@
 //     *After the search stops θ_c stays fixed, its tracker keeps filling from the candidate
 //     norms, and ε still guards every step: it falls back to θ_min or dense when gain_c drops.
 //     While θ_c = θ_min the decision is θ_min (compressed and sent), never "send nothing".
+//     *Dwell (PolicyConfig::min_dwell, D): once θ changes, the new θ is kept for at least D
+//     observed steps whatever the gains say; then the rule above decides again. Without it a
+//     gain that hovers at ε flips θ between θ_c and θ_min every step or two, and every flip is a
+//     new epoch the daemons must adopt. The dwell never holds a θ the search has left (an old
+//     θ_c after the candidate changed): the rule decides at once. D = 0 (or 1) is the paper's
+//     per-step choice.
 //  7. The Decision's epoch increments, with first_step = s + 1, whenever any of theta,
 //     theta_candidate, searching or phase differs from the current decision. gain_min and gain_c
 //     are refreshed every step and do not by themselves start a new epoch.
@@ -127,6 +133,8 @@ class GravacPolicy {
                         std::optional<double> gain_c);
   void EndPeriod(int64_t next_step);
   double Choose(std::optional<double> gain_min, std::optional<double> gain_c) const;
+  // Choose's θ, or the θ in force while it is within its dwell and still a valid choice.
+  double Dwell(double chosen) const;
 
   PolicyConfig config_;
   WindowTracker norm_g_;
@@ -139,6 +147,7 @@ class GravacPolicy {
   bool searching_ = true;
   int64_t observed_ = 0;
   int64_t last_step_ = -1;
+  int64_t theta_since_ = 0;  // observed_ when current_.theta took effect
 };
 
 }  // namespace gravac::policy

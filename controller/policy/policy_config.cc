@@ -47,6 +47,10 @@ absl::Status PolicyConfig::Validate() const {
         "needs W steps to fill its tracker before it can be used",
         eval_steps, window));
   }
+  if (min_dwell < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("policy config: min_dwell = %d, must be >= 0 (0: no dwell)", min_dwell));
+  }
   if (norm_mode != NormMode::kSumOfLayerL2 && norm_mode != NormMode::kGlobalSquaredL2) {
     return absl::InvalidArgumentError("policy config: unknown norm_mode");
   }

@@ -3,7 +3,7 @@
 //
 // Validate() returns InvalidArgument naming the first bad field and the rule it breaks:
 //   1 <= θ_min <= θ_max (finite); geometric s > 1; exponential needs θ_min > 1;
-//   ε > 0; ω > 0; W >= 1; 0 <= α < 1; T_eval > W.
+//   ε > 0; ω > 0; W >= 1; 0 <= α < 1; T_eval > W; min_dwell >= 0.
 // T_eval must exceed W because a candidate's tracker restarts empty when the candidate changes and
 // the candidate can only be used once that tracker holds W samples: with T_eval <= W no candidate
 // would ever be measured.
@@ -44,6 +44,10 @@ struct PolicyConfig {
   int window = 25;              // W: tracker window and warm-up length, in steps
   double alpha = 0.05;          // α: tracker smoothing
   int64_t eval_steps = 500;     // T_eval: steps per candidate (the reference: one epoch)
+  // Hysteresis of the per-step choice: a θ chosen among θ_min, θ_c and dense is kept for at
+  // least this many observed steps before the gains may change it (GravacPolicy, step 6).
+  // 0 (or 1) is the paper's choice, free to change every step.
+  int min_dwell = 25;
   NormMode norm_mode = NormMode::kSumOfLayerL2;
 
   absl::Status Validate() const;

@@ -60,7 +60,7 @@ JoinRequestInfo Node(int i, int nodes) {
   return r;
 }
 
-// Warm-up 2 steps, 4 steps per candidate, θ in [10, 40] (as in coordinator_test).
+// Warm-up 2 steps, 4 steps per candidate, θ in [10, 40] (as in coordinator_test), no dwell.
 CoordinatorOptions Options(int nodes, CoordinatorObserver* observer) {
   CoordinatorOptions o;
   o.nodes = nodes;
@@ -71,6 +71,7 @@ CoordinatorOptions Options(int nodes, CoordinatorObserver* observer) {
   o.policy.alpha = 0.0;
   o.policy.epsilon = 0.5;
   o.policy.omega = 0.01;
+  o.policy.min_dwell = 0;  // the per-step choice of the paper: candidates are used at once
   o.join_timeout = absl::Seconds(10);
   o.observer = observer;
   return o;

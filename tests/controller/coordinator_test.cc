@@ -2,6 +2,8 @@
 // decisions published to subscribers (with the delay hook), bounded memory, restart, shutdown.
 #include "controller/coordinator.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,6 +21,7 @@ using ::gravac::testing::StatusIs;
 using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::SizeIs;
 
 // Records what a JoinCallback received.
@@ -391,6 +394,31 @@ TEST(CoordinatorDecisions, PublishesTheDecisionsOfThePolicyOnCombinedStats) {
   c->Unsubscribe(id0);
   c->Unsubscribe(id1);
   EXPECT_FALSE(c->Status().nodes[0].watching);
+}
+
+// The decision log names a gain whose trackers are still filling instead of printing 0.000 for it:
+// a new candidate's gain is not measured when the epoch that introduces it starts.
+TEST(CoordinatorDecisions, LogSaysANewCandidatesGainIsNotMeasuredYet) {
+  char* text = nullptr;
+  size_t size = 0;
+  std::FILE* sink = open_memstream(&text, &size);
+  ASSERT_NE(sink, nullptr);
+  {
+    Logger log("controller", LogLevel::kInfo, sink);
+    CoordinatorOptions o = Options(2);
+    o.policy.min_dwell = 0;
+    o.log = &log;
+    auto c = Make(o);
+    Assemble(*c, 2);
+    Feed(*c, 2, 0, 12);  // warm-up ends after step 1, θ_c 10 → 20 after step 3, → 40 after 7
+  }
+  std::fclose(sink);
+  const std::string out(text, size);
+  std::free(text);
+  EXPECT_THAT(out, HasSubstr("theta_c 20 phase searching (searching) gain_min 0.900 gain_c not "
+                             "measured yet"));
+  EXPECT_THAT(out, HasSubstr("gain_c 0.800"));  // θ_c = 20 once its tracker is full
+  EXPECT_THAT(out, Not(HasSubstr("gain_c 0.000")));
 }
 
 TEST(CoordinatorDecisions, DelayHookHoldsDeliveriesToOneNode) {

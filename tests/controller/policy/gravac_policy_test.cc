@@ -22,12 +22,14 @@ using ::testing::HasSubstr;
 constexpr double kDense = 1.0;
 
 // W = 4, T_eval = 20: the first boundary (θ_c 10 → 20) is after observation 20 (step 19); the
-// new candidate's tracker is full again after observation 24 (step 23).
-PolicyConfig SmallConfig(double alpha = 0.05) {
+// new candidate's tracker is full again after observation 24 (step 23). No dwell: the paper's
+// per-step choice (the dwell has its own tests below).
+PolicyConfig SmallConfig(double alpha = 0.05, int min_dwell = 0) {
   PolicyConfig c;
   c.window = 4;
   c.alpha = alpha;
   c.eval_steps = 20;
+  c.min_dwell = min_dwell;
   return c;
 }
 
@@ -333,6 +335,98 @@ std::vector<Decision> RunNoisyStream(GravacPolicy& p, uint64_t seed, int steps) 
     if (d.ok()) out.push_back(*d);
   }
   return out;
+}
+
+// θ (of the decision after each step) for steps 0..59 fed with gain_min 0.9 and a candidate gain
+// that alternates 0.9, 0.6, 0.9, ... (step by step): with α = 0.99 the tracker follows its newest
+// sample, so gain_c crosses ε = 0.75 every step, as a gain hovering at ε does in a real job.
+std::vector<double> ThetasWithHoveringGain(int min_dwell) {
+  Driver drv(SmallConfig(/*alpha=*/0.99, min_dwell));
+  std::vector<double> thetas;
+  for (int i = 0; i < 60; ++i) thetas.push_back(drv.StepOk(0.9, i % 2 == 0 ? 0.9 : 0.6).theta);
+  return thetas;
+}
+
+// Lengths of the runs of equal θ in steps [from, to), the last (possibly cut) run left out.
+std::vector<int> RunLengths(const std::vector<double>& thetas, int from, int to) {
+  std::vector<int> runs;
+  int length = 1;
+  for (int i = from + 1; i < to; ++i) {
+    if (thetas[i] == thetas[i - 1]) {
+      ++length;
+    } else {
+      runs.push_back(length);
+      length = 1;
+    }
+  }
+  return runs;
+}
+
+TEST(GravacPolicyTest, WithoutDwellAHoveringGainFlipsThetaEveryStep) {
+  const std::vector<double> t = ThetasWithHoveringGain(/*min_dwell=*/0);
+  // Period 2 (θ_c = 20) from step 20; its tracker is full from step 23 on.
+  for (int i = 24; i < 40; ++i) EXPECT_EQ(t[i], i % 2 == 0 ? 20.0 : 10.0) << "step " << i;
+}
+
+TEST(GravacPolicyTest, DwellHoldsEachThetaForAtLeastMinDwellSteps) {
+  const std::vector<double> t = ThetasWithHoveringGain(/*min_dwell=*/6);
+  // Within period 2 θ still moves between 10 and 20, but each θ lasts at least 6 steps: θ = 20
+  // from step 24 (its tracker full, θ_min's dwell long over), then runs of 6 or more. The last
+  // run is cut by the boundary at step 39, where θ_c becomes 40 and θ = 20 is dropped at once.
+  EXPECT_EQ(t[23], 10.0);
+  EXPECT_EQ(t[24], 20.0);
+  const std::vector<int> runs = RunLengths(t, 24, 39);
+  ASSERT_GE(runs.size(), 2u);
+  for (int r : runs) EXPECT_GE(r, 6);
+  std::set<double> seen(t.begin() + 24, t.begin() + 39);
+  EXPECT_EQ(seen, (std::set<double>{10.0, 20.0}));
+}
+
+TEST(GravacPolicyTest, DwellCutsDecisionEpochs) {
+  Driver free_choice(SmallConfig(/*alpha=*/0.99, /*min_dwell=*/0));
+  Driver dwell(SmallConfig(/*alpha=*/0.99, /*min_dwell=*/10));
+  for (int i = 0; i < 60; ++i) {
+    const double gain_c = i % 2 == 0 ? 0.9 : 0.6;
+    free_choice.StepOk(0.9, gain_c);
+    dwell.StepOk(0.9, gain_c);
+  }
+  // Epochs also count candidate changes (3 boundaries); θ flips add the rest.
+  EXPECT_GT(free_choice.policy().current().epoch, 30);
+  EXPECT_LE(dwell.policy().current().epoch, 3 + 60 / 10 + 1);
+}
+
+TEST(GravacPolicyTest, DwellNeverHoldsACandidateTheSearchLeft) {
+  // θ = 20 is chosen at step 23 (gain_c 0.8); the period ends at step 39 and θ_c becomes 40.
+  // However long the dwell, θ = 20 is not held past the boundary: the rule falls back to θ_min
+  // while the new candidate's tracker fills.
+  Driver drv(SmallConfig(/*alpha=*/0.05, /*min_dwell=*/1000));
+  Decision d;
+  for (int i = 0; i < 40; ++i) d = drv.StepOk(0.9, 0.8);
+  // The dwell held θ_min (chosen at step 0) through the whole period: 40 steps < 1000.
+  EXPECT_EQ(d.theta, 10.0);
+  Driver short_dwell(SmallConfig(/*alpha=*/0.05, /*min_dwell=*/5));
+  std::vector<Decision> ds;
+  for (int i = 0; i < 41; ++i) ds.push_back(short_dwell.StepOk(0.9, 0.8));
+  EXPECT_EQ(ds[23].theta, 20.0);  // chosen as soon as its tracker is full, θ_min's dwell over
+  EXPECT_EQ(ds[38].theta, 20.0);
+  EXPECT_EQ(ds[39].theta_candidate, 40.0);
+  EXPECT_EQ(ds[39].theta, 10.0);  // the old candidate is dropped at once, dwell or not
+  EXPECT_EQ(ds[40].theta, 10.0);
+}
+
+TEST(GravacPolicyTest, DwellHoldsDenseToo) {
+  // Gains collapse at step 10: dense from the first step the smoothed gains are below ε; then
+  // they recover at once, and dense is kept until its dwell has passed.
+  Driver drv(SmallConfig(/*alpha=*/0.99, /*min_dwell=*/8));
+  std::vector<double> thetas;
+  for (int i = 0; i < 40; ++i) {
+    const double g = (i == 10) ? 0.1 : 0.9;
+    thetas.push_back(drv.StepOk(g, g).theta);
+  }
+  EXPECT_EQ(thetas[9], 10.0);
+  EXPECT_EQ(thetas[10], kDense);
+  for (int i = 11; i < 18; ++i) EXPECT_EQ(thetas[i], kDense) << "step " << i;
+  EXPECT_EQ(thetas[18], 10.0);
 }
 
 TEST(GravacPolicyTest, DeterministicForTheSameStatistics) {

@@ -27,6 +27,7 @@ TEST(PolicyConfigTest, DefaultsAreTheReferenceOnes) {
   EXPECT_EQ(c.window, 25);
   EXPECT_EQ(c.alpha, 0.05);
   EXPECT_EQ(c.norm_mode, NormMode::kSumOfLayerL2);
+  EXPECT_EQ(c.min_dwell, 25);  // not the reference's: it has no dwell (min_dwell = 0)
   EXPECT_THAT(c.Validate(), IsOk());
 }
 
@@ -61,6 +62,7 @@ TEST(PolicyConfigTest, RejectsEachBadField) {
       {"eval_steps 0", [](PolicyConfig& c) { c.eval_steps = 0; }, "eval_steps (T_eval) = 0"},
       {"eval_steps == window", [](PolicyConfig& c) { c.eval_steps = 25; },
        "must be > window (W = 25)"},
+      {"min_dwell negative", [](PolicyConfig& c) { c.min_dwell = -1; }, "min_dwell = -1"},
       {"norm mode", [](PolicyConfig& c) { c.norm_mode = static_cast<NormMode>(7); }, "norm_mode"},
   };
   for (const BadCase& bad : cases) {
@@ -80,6 +82,7 @@ TEST(PolicyConfigTest, AcceptsBoundaryValues) {
   c.alpha = 0.0;
   c.window = 1;
   c.eval_steps = 2;
+  c.min_dwell = 0;
   EXPECT_THAT(c.Validate(), IsOk());
   c.scaling = ScalingKind::kExponential;
   c.theta_min = 1.5;
