@@ -3,7 +3,9 @@
 # targets with CUDA, runs the gpu-labelled tests, the CUDA kernels benchmark (64M fp32; CUDA
 # top-k throughput over the device's own device-to-device memcpy throughput at k/n = 1%), the
 # same selection with torch.topk on that GPU when a python3 with CUDA torch is on PATH, and the
-# CUDA IPC handoff round trip (4-64 MB) against a device-to-device copy, then writes one JSON
+# CUDA IPC handoff round trip (4-64 MB) against a device-to-device copy, and a real 1-node job of 2
+# workers on CUDA tensors (gravacrun, gravacd, gravac-controller, tests/integration/
+# cuda_job_worker.cc: C API device tensors, compressed steps, replicas compared), then writes one JSON
 # summary, gpu_check.json, to $OUT (or --out DIR, default out/gpu_check/). Budget: 8 minutes on 16
 # cores (only the needed targets are built; ccache when present).
 #
@@ -21,9 +23,11 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
 gpu_tests=(kernels_cuda_status_test kernels_cuda_select_test kernels_cuda_error_feedback_test
-           kernels_cuda_scatter_add_test core_cuda_ipc_test core_cuda_ipc_map_test)
+           kernels_cuda_scatter_add_test core_cuda_ipc_test core_cuda_ipc_map_test
+           client_device_test)
 benches=(gravac-cuda-kernels-bench gravac-cuda-handoff-bench)
-targets=("${gpu_tests[@]}" "${benches[@]}")
+job=(gravacrun gravacd gravac-controller gravac-cuda-job-worker)
+targets=("${gpu_tests[@]}" "${benches[@]}" "${job[@]}")
 
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
 
@@ -119,6 +123,15 @@ else
   say "torch_topk: skipped, no python3"
 fi
 
+# A real job: gravacrun starts the controller, gravacd and 2 workers on this GPU.
+set +e
+(cd "$out" && timeout 240 "$bin_dir/gravacrun" -np 2 -- "$bin_dir/gravac-cuda-job-worker" \
+  --steps 20 --count 4194304 >"$out/job.out" 2>"$out/job.err")
+echo $? >"$out/job.rc"
+set -e
+say "job (gravacrun -np 2, CUDA tensors): exit $(cat "$out/job.rc")"
+[[ "$(cat "$out/job.rc")" == 0 ]] || tail -20 "$out/job.err" "$out/job.out" >>"$log"
+
 total_s=$(( $(date +%s) - start ))
 set +e
 python3 - "$out" "$mode" "$build_s" "$total_s" "${gpu_tests[*]}" <<'EOF' | tee -a "$log"
@@ -169,9 +182,17 @@ s["torch_topk"] = t if t else {"status": "skipped or failed (exit %s): %s" % (rc
 if t and "cuda_topk_1pct_ms" in s:
     s["torch_topk_ms_over_gravac_topk_ms"] = round(t["topk_ms"] / s["cuda_topk_1pct_ms"], 4)
 s["handoff_bench"] = {"exit": rc("handoff_bench"), "result": load("handoff_bench.json")}
-s["job_2_workers_gpu"] = {"status": "not run: gravacd has no device-buffer path in this build"}
+lines = [l for l in open(os.path.join(out, "job.out"), errors="replace").read().splitlines()
+         if "cuda_job rank" in l] if os.path.exists(os.path.join(out, "job.out")) else []
+sums = {l.split("checksum ")[-1] for l in lines if ": ok " in l}
+s["job_2_workers_gpu"] = {
+    "exit": rc("job"), "ranks_ok": sum(": ok " in l for l in lines), "lines": lines,
+    "replicas_identical": len(sums) == 1 and len(lines) == 2,
+    "path": "C API device tensors staged through host memory by libgravac; gravacd compresses "
+            "with its CPU kernels (no device path in gravacd yet)"}
 ok = (all(not v.get("failed") and "status" not in v for n, v in s["tests"].items() if n != "transport_nccl_test")
-      and rc("kernels_bench") == 0 and rc("handoff_bench") == 0)
+      and rc("kernels_bench") == 0 and rc("handoff_bench") == 0 and rc("job") == 0
+      and s["job_2_workers_gpu"]["replicas_identical"])
 s["ok"] = ok
 with open(os.path.join(out, "gpu_check.json"), "w") as f:
     json.dump(s, f, indent=1)

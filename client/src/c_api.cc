@@ -1,5 +1,6 @@
 // The C API of gravac.h over client::Client.
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -7,16 +8,20 @@
 
 #include "absl/strings/str_format.h"
 #include "client/src/client.h"
+#include "client/src/device_staging.h"
 #include "gravac/gravac.h"
 
 struct gravac_context {
   std::unique_ptr<gravac::client::Client> client;
   std::mutex error_mu;
   std::string last_error;
+  std::once_flag staging_said;  // the host staging of CUDA tensors is said once
 };
 
 struct gravac_request {
   std::shared_ptr<gravac::client::RequestState> state;
+  // Device tensors: the host copy and the copy back, run once when the request is seen done.
+  std::unique_ptr<gravac::client::DeviceStaging> device;
 };
 
 // Owns the mapping of its memory; the registry is gone once the client is.
@@ -144,6 +149,18 @@ absl::StatusOr<uint64_t> Prepare(const gravac_context* ctx, const char* name, co
   return elements * gravac_dtype_size(dtype);
 }
 
+// A completed device request: copies the result to the caller's device buffer once (the
+// request's lock is held). A failed copy becomes the request's error.
+void FinishDevice(gravac_request* req) {
+  if (req->device == nullptr) return;
+  RequestState& s = *req->state;
+  if (s.status.ok()) {
+    absl::Status copied = req->device->End();
+    if (!copied.ok()) s.status = copied;
+  }
+  req->device.reset();
+}
+
 gravac_status Finish(gravac_context* ctx, absl::StatusOr<std::shared_ptr<RequestState>> state,
                      gravac_request** req) {
   if (!state.ok()) return Fail(ctx, state.status());
@@ -209,6 +226,38 @@ gravac_status gravac_allreduce_async(gravac_context* ctx, const char* name, cons
     r.set_compress(options->compress != 0);
   }
   return Finish(ctx, ctx->client->Submit(std::move(r), in, out, *bytes, 0), req);
+}
+
+gravac_status gravac_allreduce_device_async(gravac_context* ctx, const char* name, const void* in,
+                                            void* out, const int64_t* shape, int ndim,
+                                            gravac_dtype dtype, gravac_op op,
+                                            const gravac_tensor_options* options,
+                                            const gravac_device* dev, gravac_request** req) {
+  v1::Request r;
+  auto bytes = Prepare(ctx, name, shape, ndim, dtype, req, &r);
+  if (!bytes.ok()) return Fail(ctx, bytes.status());
+  const int rank = ctx->client->config().rank;
+  if (dev == nullptr) {
+    return Fail(ctx, absl::InvalidArgumentError(
+                         absl::StrFormat("rank %d, tensor '%s': dev is NULL", rank, name)));
+  }
+  if (*bytes > 0 && (in == nullptr || out == nullptr)) {
+    return Fail(ctx, absl::InvalidArgumentError(absl::StrFormat("tensor '%s': NULL buffer", name)));
+  }
+  auto staging = gravac::client::DeviceStaging::Begin(rank, name, in, out, *bytes, dev->device,
+                                                      dev->stream);
+  if (!staging.ok()) return Fail(ctx, staging.status());
+  std::call_once(ctx->staging_said, [&] {
+    std::fprintf(stderr,
+                 "gravac: rank %d: CUDA tensors are staged through host memory (gravacd has no "
+                 "device data path yet); said once\n",
+                 rank);
+  });
+  gravac::client::DeviceStaging* host = staging->get();
+  gravac_status status = gravac_allreduce_async(ctx, name, host->host_in(), host->host_out(), shape,
+                                                ndim, dtype, op, options, req);
+  if (status == GRAVAC_OK) (*req)->device = *std::move(staging);
+  return status;
 }
 
 gravac_status gravac_allgather_async(gravac_context* ctx, const char* name, const void* in,
@@ -283,6 +332,7 @@ gravac_status gravac_wait(gravac_request* req) {
   RequestState& s = *req->state;
   std::unique_lock<std::mutex> lock(s.mu);
   s.cv.wait(lock, [&] { return s.done; });
+  FinishDevice(req);
   return FromStatus(s.status);
 }
 
@@ -290,6 +340,7 @@ gravac_status gravac_poll(gravac_request* req, int* done) {
   if (req == nullptr || done == nullptr) return GRAVAC_ERR_INVALID;
   std::lock_guard<std::mutex> lock(req->state->mu);
   *done = req->state->done ? 1 : 0;
+  if (*done) FinishDevice(req);
   return GRAVAC_OK;
 }
 

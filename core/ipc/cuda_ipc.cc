@@ -93,6 +93,43 @@ absl::StatusOr<DeviceBufferExport> ExportDeviceBuffer(const void* ptr, size_t by
   return e;
 }
 
+namespace {
+
+// Runs `copy` with `device` current, then restores the caller's device.
+template <typename F>
+absl::Status OnDevice(int device, F copy) {
+  int previous = 0;
+  GRAVAC_CUDA_RETURN_IF_ERROR(cudaGetDevice(&previous));
+  GRAVAC_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  absl::Status s = copy();
+  cudaSetDevice(previous);
+  return s;
+}
+
+}  // namespace
+
+absl::Status CopyDeviceToHost(void* host, const void* dev, size_t bytes, int device,
+                              void* stream) {
+  return OnDevice(device, [&]() -> absl::Status {
+    auto s = static_cast<cudaStream_t>(stream);
+    GRAVAC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, s));
+    GRAVAC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
+    return absl::OkStatus();
+  });
+}
+
+absl::Status CopyHostToDevice(void* dev, const void* host, size_t bytes, int device,
+                              void* stream) {
+  return OnDevice(device, [&]() -> absl::Status {
+    auto s = static_cast<cudaStream_t>(stream);
+    GRAVAC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, s));
+    // From pageable memory the call returns once `host` was read; synchronising keeps that true
+    // for pinned memory too.
+    GRAVAC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
+    return absl::OkStatus();
+  });
+}
+
 absl::StatusOr<IpcEvent> IpcEvent::Create(int device) {
   GRAVAC_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
   IpcEvent ev;

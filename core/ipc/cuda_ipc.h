@@ -60,6 +60,14 @@ absl::StatusOr<bool> IsDevicePointer(const void* ptr, int* device);
 // device than declared, or the range does not fit in its allocation.
 absl::StatusOr<DeviceBufferExport> ExportDeviceBuffer(const void* ptr, size_t bytes, int device);
 
+// Host staging of device memory (the fallback when gravacd cannot map a buffer). Both order the
+// copy after the work queued on `stream` (a cudaStream_t; nullptr: the legacy default stream) on
+// `device`, and restore the calling thread's current device. CopyDeviceToHost returns once
+// `host` holds the data; CopyHostToDevice returns once `host` may be reused (the copy into `dev`
+// completes in stream order).
+absl::Status CopyDeviceToHost(void* host, const void* dev, size_t bytes, int device, void* stream);
+absl::Status CopyHostToDevice(void* dev, const void* host, size_t bytes, int device, void* stream);
+
 // An interprocess CUDA event (cudaEventInterprocess | cudaEventDisableTiming) owned by one
 // process and opened by the other from its handle.
 class IpcEvent {

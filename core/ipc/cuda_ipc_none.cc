@@ -27,6 +27,13 @@ absl::StatusOr<DeviceBufferExport> ExportDeviceBuffer(const void*, size_t, int) 
   return NoCuda("exporting a device buffer");
 }
 
+absl::Status CopyDeviceToHost(void*, const void*, size_t, int, void*) {
+  return NoCuda("copying device memory to the host");
+}
+absl::Status CopyHostToDevice(void*, const void*, size_t, int, void*) {
+  return NoCuda("copying host memory to a device");
+}
+
 absl::StatusOr<IpcEvent> IpcEvent::Create(int) { return NoCuda("creating an IPC event"); }
 absl::StatusOr<IpcEvent> IpcEvent::Open(const uint8_t (&)[kCudaIpcHandleBytes], int) {
   return NoCuda("opening an IPC event");

@@ -126,6 +126,27 @@ gravac_status gravac_allreduce_async(gravac_context* ctx, const char* name, cons
                                      gravac_op op, const gravac_tensor_options* options,
                                      gravac_request** req);
 
+/* Where the buffers of a *_device_async call live: CUDA device `device` (the ordinal in this
+ * process), produced and consumed by `stream` (a cudaStream_t; NULL = the legacy default
+ * stream). */
+typedef struct {
+  int device;
+  void* stream;
+} gravac_device;
+
+/* gravac_allreduce_async on CUDA device memory: `in` and `out` must be device memory of
+ * dev->device, else GRAVAC_ERR_INVALID naming the rank, tensor and field. `in` is read after the
+ * work queued on dev->stream (the call blocks until then), and `out` is written in dev->stream's
+ * order by the gravac_wait / gravac_poll call that first sees the request done, before it
+ * returns. gravacd has no device data path yet: the tensor is staged through host memory, which
+ * the library says once per context on stderr. Without CUDA (a CPU-only build or no device)
+ * the call fails with GRAVAC_ERR_INVALID, the message says why. */
+gravac_status gravac_allreduce_device_async(gravac_context* ctx, const char* name, const void* in,
+                                            void* out, const int64_t* shape, int ndim,
+                                            gravac_dtype dtype, gravac_op op,
+                                            const gravac_tensor_options* options,
+                                            const gravac_device* dev, gravac_request** req);
+
 /* Concatenation of every rank's `in` along the first dimension, in global rank order; the first
  * dimension may differ per rank (ndim >= 1). The result is fetched after completion with
  * gravac_allgather_result. */
