@@ -3,6 +3,9 @@
 # With CUDA, NCCL (libnccl + nccl.h) is looked up in the toolkit's directories (then the system's);
 # GRAVAC_NCCL_FOUND says whether the nccl transport can be built (GRAVAC_NCCL_LIBRARY,
 # GRAVAC_NCCL_INCLUDE_DIR).
+# GRAVAC_WITH_NCCL=OFF leaves the nccl transport out of a CUDA build (e.g. binaries carried to a
+# machine without libnccl, as scripts/gpu_check.sh --bundle does).
+option(GRAVAC_WITH_NCCL "Build the nccl transport when NCCL is found (CUDA builds)" ON)
 set(GRAVAC_CUDA_ENABLED OFF)
 set(GRAVAC_NCCL_FOUND OFF)
 if(NOT GRAVAC_WITH_CUDA STREQUAL "OFF")
@@ -29,7 +32,7 @@ if(NOT GRAVAC_WITH_CUDA STREQUAL "OFF")
     set(GRAVAC_CUDA_ENABLED ON)
     find_library(GRAVAC_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR})
     find_path(GRAVAC_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
-    if(GRAVAC_NCCL_LIBRARY AND GRAVAC_NCCL_INCLUDE_DIR)
+    if(GRAVAC_WITH_NCCL AND GRAVAC_NCCL_LIBRARY AND GRAVAC_NCCL_INCLUDE_DIR)
       set(GRAVAC_NCCL_FOUND ON)
     endif()
   elseif(GRAVAC_WITH_CUDA STREQUAL "ON")
