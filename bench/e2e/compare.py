@@ -61,7 +61,14 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
-EXAMPLE = os.path.join(REPO, "examples", "python", "train_digits.py")
+EXAMPLES_DIR = os.path.join(REPO, "examples", "python")
+# --example: the training script, and the defaults that differ between the two jobs.
+EXAMPLES = {
+    "digits": {"script": "train_digits.py", "epochs": 10, "target": 0.96, "window": 10,
+               "eval_steps": 22, "theta_max": 40},
+    "fashion": {"script": "train_fashion.py", "epochs": 3, "target": 0.85, "window": 10,
+                "eval_steps": 30, "theta_max": 1000},
+}
 SKIP = 77
 
 RUNS = {
@@ -151,16 +158,37 @@ def read_jsonl(path):
         return [json.loads(line) for line in f if line.strip()]
 
 
+def example_script(args):
+    return os.path.join(EXAMPLES_DIR, EXAMPLES[args.example]["script"])
+
+
 def training_args(args, name):
-    """train_digits.py / ddp_peer.py arguments shared by every run, then the run's own."""
+    """Training script / ddp_peer.py arguments shared by every run, then the run's own."""
     common = ["--epochs", str(args.epochs), "--seed", str(args.seed),
               "--target-accuracy", str(args.target), "--threads", "1",
-              "--batch-size", str(args.batch_size), "--hidden"] + [str(h) for h in args.hidden]
+              "--batch-size", str(args.batch_size)]
+    if args.example == "digits":
+        common += ["--hidden"] + [str(h) for h in args.hidden]
+    else:
+        common += ["--train-size", str(args.train_size), "--test-size", str(args.test_size),
+                   "--lr", "%g" % args.lr]
     own = list(run_flags(name) or [])
     if own and own[1] == "gravac":
         own += ["--window", str(args.window), "--eval-steps", str(args.eval_steps),
                 "--theta-max", "%g" % args.theta_max]
+        if args.min_dwell is not None:
+            own += ["--min-dwell", str(args.min_dwell)]
     return common + own
+
+
+def job_description(args):
+    """The training job in words, for the tables."""
+    if args.example == "digits":
+        return ("train_digits.py MLP 64-%d-%d-10 (%.1f M parameters) on sklearn's digits"
+                % (args.hidden[0], args.hidden[1], mlp_parameters(args.hidden) / 1e6))
+    return ("train_fashion.py VGG-style CNN (3.25 M parameters) on Fashion-MNIST, %d training "
+            "images (drawn with the seed), the first %d test images, lr %g"
+            % (args.train_size, args.test_size, args.lr))
 
 
 def run_gravac(args, name, env):
@@ -170,11 +198,12 @@ def run_gravac(args, name, env):
         if os.path.exists(old):
             os.remove(old)
     train = training_args(args, name)
-    flags = subprocess.run([args.python, EXAMPLE] + train + ["--print-gravacrun-args"],
+    script = example_script(args)
+    flags = subprocess.run([args.python, script] + train + ["--print-gravacrun-args"],
                            env=env, capture_output=True, text=True, check=True).stdout.split()
     cmd = [args.gravacrun, "-np", "4", "--nodes", "2", "--link", args.link,
            "--step_log", os.path.join(out, name + ".steps.{node}.log")] + flags
-    cmd += ["--", args.python, EXAMPLE] + train + ["--log-json", log_json]
+    cmd += ["--", args.python, script] + train + ["--log-json", log_json]
     if name.endswith(STAGED):
         env = dict(env, GRAVAC_ZERO_COPY="0")
     rc, wall = run_job(cmd, env, os.path.join(out, name + ".log"), args.run_timeout_s)
@@ -250,7 +279,8 @@ def run_ddp(args, env):
             ns = nodes[r // 2][0]
             cmd = ["ip", "netns", "exec", ns, args.python, os.path.join(HERE, "ddp_peer.py"),
                    "--rank", str(r), "--world_size", "4", "--master", master,
-                   "--timeout_s", str(int(args.run_timeout_s))] + training_args(args, "ddp")
+                   "--timeout_s", str(int(args.run_timeout_s)),
+                   "--example", args.example] + training_args(args, "ddp")
             if r == 0:
                 cmd += ["--log-json", log_json]
             log = open(os.path.join(out, "ddp.log" if r == 0 else "ddp.rank%d.log" % r), "w")
@@ -332,13 +362,13 @@ def write_table(args, rows, load_start, load_end):
     dense = next((r for r in rows if r["run"] == "dense"), None)
     lines = ["# End-to-end comparison (issue #5, BENCHMARKS.md item 8)", "",
              "2 nodes x 2 workers, links %s (gravacrun --link / gravac-netemu --rate %g), "
-             "train_digits.py MLP 64-%d-%d-10 (%.1f M parameters), %d epochs, seed %d, "
-             "batch %d/rank, "
-             "GraVAC window %d, eval_steps %d, θ_max %g, target accuracy %.3f. Host: %d CPUs, load average "
-             "(1/5/15 min) %s at start, %s at end."
-             % (args.link, args.rate, args.hidden[0], args.hidden[1], mlp_parameters(args.hidden) / 1e6,
-                args.epochs, args.seed, args.batch_size, args.window, args.eval_steps,
-                args.theta_max, args.target, os.cpu_count(), "/".join("%.2f" % v for v in load_start),
+             "%s, %d epochs, seed %d, batch %d/rank, GraVAC window %d, eval_steps %d, θ_max %g, "
+             "min_dwell %s, target accuracy %.3f. Host: %d CPUs, load average (1/5/15 min) %s at "
+             "start, %s at end."
+             % (args.link, args.rate, job_description(args), args.epochs, args.seed,
+                args.batch_size, args.window, args.eval_steps, args.theta_max,
+                "the controller's" if args.min_dwell is None else args.min_dwell, args.target,
+                os.cpu_count(), "/".join("%.2f" % v for v in load_start),
                 "/".join("%.2f" % v for v in load_end)), "",
              "| run | rc | final acc | Δ vs dense (pts) | time to %.3f (s) | epoch reached | "
              "train time (s) | bytes sent (MB) | vs dense | mean step (ms) | mean θ | "
@@ -468,8 +498,11 @@ def find_netemu(build_dir):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--epochs", type=int, default=10)
-    p.add_argument("--target", type=float, default=0.96, help="target test accuracy")
+    p.add_argument("--example", choices=sorted(EXAMPLES), default="digits",
+                   help="digits: train_digits.py's MLP; fashion: train_fashion.py's CNN "
+                   "(defaults of --epochs, --target, --window, --eval_steps, --theta_max follow)")
+    p.add_argument("--epochs", type=int, default=None)
+    p.add_argument("--target", type=float, default=None, help="target test accuracy")
     p.add_argument("--out_dir", default="/tmp/gravac-e2e")
     p.add_argument("--runs", default=",".join(RUNS), help="comma-separated subset of: "
                    + ", ".join(RUNS) + " (or any staticN; a gravac run + _staged: with "
@@ -487,16 +520,24 @@ def main():
                    help="points below dense's final accuracy that count as dense quality")
     p.add_argument("--batch_size", type=int, default=16, help="samples per rank per step")
     p.add_argument("--hidden", type=int, nargs=2, default=(2048, 1024), metavar=("H1", "H2"),
-                   help="hidden layer widths of the MLP (2048 1024: 2.2 M parameters)")
+                   help="digits: hidden layer widths of the MLP (2048 1024: 2.2 M parameters)")
+    p.add_argument("--train_size", type=int, default=6400,
+                   help="fashion: training images (of 60,000, drawn with the seed)")
+    p.add_argument("--test_size", type=int, default=2000,
+                   help="fashion: test images scored each epoch (the first of 10,000)")
+    p.add_argument("--lr", type=float, default=0.02, help="fashion: SGD learning rate")
+    p.add_argument("--min_dwell", type=int, default=None,
+                   help="GraVAC runs: the controller's min_dwell (default: the controller's)")
     p.add_argument("--link", default="1gbit", help="gravacrun --link RATE")
     p.add_argument("--rate", type=float, default=1e9, help="gravac-netemu --rate (bit/s)")
-    p.add_argument("--window", type=int, default=10, help="GraVAC window (steps)")
-    p.add_argument("--eval_steps", type=int, default=22,
-                   help="GraVAC steps per candidate (22 = one epoch here)")
-    p.add_argument("--theta_max", type=float, default=40,
-                   help="GraVAC θ_max (the search's last candidate). 40 is the largest θ whose "
-                   "gain passed ε = 0.75 on this job (bench/e2e/README.md); the controller's "
-                   "own default is 10000")
+    p.add_argument("--window", type=int, default=None, help="GraVAC window (steps; 10)")
+    p.add_argument("--eval_steps", type=int, default=None,
+                   help="GraVAC steps per candidate (digits: 22 = one epoch; fashion: 30, a "
+                   "third of an epoch of 6400 images)")
+    p.add_argument("--theta_max", type=float, default=None,
+                   help="GraVAC θ_max (the search's last candidate). digits: 40, the largest θ "
+                   "whose gain passed ε = 0.75 on that job (bench/e2e/README.md); fashion: 1000; "
+                   "the controller's own default is 10000")
     p.add_argument("--epsilon", type=float, default=0.75, help="only drawn in the gain plot")
     p.add_argument("--build_dir", default=os.path.join(REPO, "build"))
     p.add_argument("--netemu", default="", help="gravac-netemu (default: in --build_dir)")
@@ -506,6 +547,9 @@ def main():
     p.add_argument("--run_timeout_s", type=float, default=0,
                    help="limit per run (default 120 + 20 s per epoch)")
     args = p.parse_args()
+    for key, value in EXAMPLES[args.example].items():
+        if key != "script" and getattr(args, key) is None:
+            setattr(args, key, value)
     if args.quick:
         args.epochs = 1
     names = [n for n in args.runs.split(",") if n]

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The PyTorch DDP (gloo) peer of bench/e2e/compare.py: train_digits.py without gravac.
+"""The PyTorch DDP (gloo) peer of bench/e2e/compare.py: the training examples without gravac.
 
 One process per rank, torch.distributed with the gloo backend initialised through
 tcp://<master>:<port>; the model is wrapped in torch.nn.parallel.DistributedDataParallel. Data,
@@ -7,7 +7,9 @@ split, standardisation, model (MLP 64 -> H1 -> H2 -> 10), seed, per-epoch shuffl
 batch size, optimizer (SGD, momentum 0.9) and evaluation are those of
 examples/python/train_digits.py (copied, not imported, so this runs without the gravac
 package), so the runs of compare.py differ only in how gradients are exchanged. DDP averages
-gradients (gravac's DistributedOptimizer does too).
+gradients (gravac's DistributedOptimizer does too). --example fashion trains train_fashion.py's
+job instead: its data and model come from examples/python/fashion_mnist.py (which does not import
+gravac), its test set is scored in shards summed over the ranks, as train_fashion.py does.
 
 Rank 0 appends one JSON line per epoch to --log-json with the fields compare.py reads from
 train_digits.py (epoch, time_s, test_accuracy, step, step_time_s, ...). It knows nothing of
@@ -19,8 +21,12 @@ by --timeout_s. Exits 0, 1 on a failure, 77 when torch or gloo is missing.
 import argparse
 import datetime
 import json
+import os
 import sys
 import time
+
+EXAMPLES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples",
+                            "python")
 
 
 def load_data(torch, seed):
@@ -43,6 +49,45 @@ def make_model(torch, hidden):
                                torch.nn.Linear(h2, 10))
 
 
+class DigitsJob:
+    """train_digits.py's data, model and evaluation."""
+
+    def __init__(self, torch, args, rank, size):
+        self.torch = torch
+        self.x_train, self.y_train, self.x_test, self.y_test = load_data(torch, args.seed)
+        torch.manual_seed(args.seed)
+        self.model = make_model(torch, args.hidden)
+
+    def inputs(self, idx):
+        return self.x_train[idx]
+
+    def evaluate(self, model, dist):
+        return evaluate(self.torch, model, self.x_test, self.y_test)
+
+
+class FashionJob:
+    """train_fashion.py's data, model (--model) and sharded evaluation."""
+
+    def __init__(self, torch, args, rank, size):
+        sys.path.insert(0, os.path.normpath(EXAMPLES_DIR))
+        import fashion_mnist
+        self.torch, self.fm, self.rank, self.size = torch, fashion_mnist, rank, size
+        self.x_train, self.y_train, self.x_test, self.y_test = fashion_mnist.load_data(
+            args.seed, args.train_size, args.test_size)
+        torch.manual_seed(args.seed)
+        self.model = fashion_mnist.make_model(args.model)
+
+    def inputs(self, idx):
+        return self.fm.as_input(self.x_train[idx])
+
+    def evaluate(self, model, dist):
+        loss, correct, count = self.fm.evaluate_shard(model, self.x_test[self.rank::self.size],
+                                                      self.y_test[self.rank::self.size])
+        total = self.torch.tensor([loss, correct, count], dtype=self.torch.float32)
+        dist.all_reduce(total)
+        return total[0].item() / total[2].item(), total[1].item() / total[2].item()
+
+
 def evaluate(torch, model, x, y):
     model.eval()
     with torch.no_grad():
@@ -62,7 +107,11 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--lr", type=float, default=0.01)
-    p.add_argument("--hidden", type=int, nargs=2, default=(2048, 1024))
+    p.add_argument("--example", choices=("digits", "fashion"), default="digits")
+    p.add_argument("--hidden", type=int, nargs=2, default=(2048, 1024), help="digits")
+    p.add_argument("--model", default="vgg", help="fashion")
+    p.add_argument("--train-size", type=int, default=60000, help="fashion")
+    p.add_argument("--test-size", type=int, default=10000, help="fashion")
     p.add_argument("--target-accuracy", type=float, default=0.95)
     p.add_argument("--log-json", default="")
     p.add_argument("--threads", type=int, default=1)
@@ -84,9 +133,9 @@ def main():
                             world_size=args.world_size,
                             timeout=datetime.timedelta(seconds=args.timeout_s))
     rank, size = args.rank, args.world_size
-    x_train, y_train, x_test, y_test = load_data(torch, args.seed)
-    torch.manual_seed(args.seed)
-    model = DistributedDataParallel(make_model(torch, args.hidden))  # broadcasts rank 0's
+    job = (FashionJob if args.example == "fashion" else DigitsJob)(torch, args, rank, size)
+    x_train, y_train = job.x_train, job.y_train
+    model = DistributedDataParallel(job.model)  # broadcasts rank 0's
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     steps_per_epoch = len(x_train) // (size * args.batch_size)
     loss_fn = torch.nn.CrossEntropyLoss()
@@ -107,7 +156,7 @@ def main():
             idx = mine[i * args.batch_size:(i + 1) * args.batch_size]
             t0 = time.monotonic()
             optimizer.zero_grad()
-            loss = loss_fn(model(x_train[idx]), y_train[idx])
+            loss = loss_fn(model(job.inputs(idx)), y_train[idx])
             loss.backward()  # DDP all-reduces the gradient buckets during backward
             optimizer.step()
             step_s += time.monotonic() - t0
@@ -115,7 +164,7 @@ def main():
             step += 1
         train_loss = torch.tensor(epoch_loss / steps_per_epoch)
         dist.all_reduce(train_loss)
-        test_loss, acc = evaluate(torch, model.module, x_test, y_test)
+        test_loss, acc = job.evaluate(model.module, dist)
         elapsed = time.monotonic() - start
         if time_to_target is None and acc >= args.target_accuracy:
             time_to_target = elapsed

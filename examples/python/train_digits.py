@@ -35,6 +35,26 @@ import torch
 import gravac.torch as hvd
 
 
+def add_gravac_args(p):
+    """The job-level GraVAC flags (the controller's defaults) and --sparse-values."""
+    g = p.add_argument_group(
+        "GraVAC policy (job-level: gravac-controller's defaults; pass the same values to "
+        "gravacrun, see --print-gravacrun-args)")
+    g.add_argument("--theta-min", type=float, default=10.0)
+    g.add_argument("--theta-max", type=float, default=10000.0)
+    g.add_argument("--epsilon", type=float, default=0.75)
+    g.add_argument("--omega", type=float, default=0.05)
+    g.add_argument("--policy", choices=("geometric", "exponential"), default="geometric")
+    g.add_argument("--scale", type=float, default=2.0)
+    g.add_argument("--window", type=int, default=25)
+    g.add_argument("--eval-steps", type=int, default=500)
+    g.add_argument("--min-dwell", type=int, default=None,
+                   help="steps a chosen θ is held (0: the paper's per-step choice; default: "
+                   "the job's, 25)")
+    g.add_argument("--sparse-values", choices=("fp32", "fp16", "bf16"), default="fp32",
+                   help="precision the kept values travel at (static and gravac modes)")
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--mode", choices=("dense", "static", "gravac"), default="gravac")
@@ -50,19 +70,7 @@ def parse_args(argv):
                    help="exit 1 when the final test accuracy is below this (smoke tests)")
     p.add_argument("--log-json", default="", help="rank 0 appends one JSON line per epoch")
     p.add_argument("--threads", type=int, default=1, help="torch threads per rank")
-    g = p.add_argument_group(
-        "GraVAC policy (job-level: gravac-controller's defaults; pass the same values to "
-        "gravacrun, see --print-gravacrun-args)")
-    g.add_argument("--theta-min", type=float, default=10.0)
-    g.add_argument("--theta-max", type=float, default=10000.0)
-    g.add_argument("--epsilon", type=float, default=0.75)
-    g.add_argument("--omega", type=float, default=0.05)
-    g.add_argument("--policy", choices=("geometric", "exponential"), default="geometric")
-    g.add_argument("--scale", type=float, default=2.0)
-    g.add_argument("--window", type=int, default=25)
-    g.add_argument("--eval-steps", type=int, default=500)
-    g.add_argument("--sparse-values", choices=("fp32", "fp16", "bf16"), default="fp32",
-                   help="precision the kept values travel at (static and gravac modes)")
+    add_gravac_args(p)
     p.add_argument("--print-gravacrun-args", action="store_true",
                    help="print the gravacrun flags for --mode and exit")
     return p.parse_args(argv)
@@ -76,7 +84,8 @@ def make_compression(args):
     return hvd.Compression.gravac(theta_min=args.theta_min, theta_max=args.theta_max,
                                   epsilon=args.epsilon, omega=args.omega, policy=args.policy,
                                   scale=args.scale, window=args.window,
-                                  eval_steps=args.eval_steps, values=args.sparse_values)
+                                  eval_steps=args.eval_steps, values=args.sparse_values,
+                                  min_dwell=args.min_dwell)
 
 
 def load_data(seed):
@@ -133,6 +142,58 @@ def evaluate(model, x, y):
     return loss, acc
 
 
+def warn_if_job_differs(gravacctl, mode, compression):
+    """Rank 0 warns when the running job's θ range or sparse values differ from this mode's."""
+    status = job_status(gravacctl)
+    if status is None or mode == "dense":
+        return
+    job = status.get("job", {})
+    if (float(job.get("theta_min", 0)) != compression.theta_min
+            or float(job.get("theta_max", 0)) != compression.theta_max
+            or (job.get("sparse_values") or "fp32") != compression.values):
+        print("warning: the job runs theta in [%s, %s] with %s sparse values, this mode "
+              "expects %s: start it with gravacrun %s"
+              % (job.get("theta_min"), job.get("theta_max"), job.get("sparse_values") or "fp32",
+                 compression, " ".join(compression.gravacrun_args())), flush=True)
+
+
+def report_epoch(args, optimizer, gravacctl, epoch, elapsed, train_loss, test_loss, acc, thetas,
+                 compute_s, wait_s, steps):
+    """Rank 0's line for an epoch (θ and collective of its last step, the controller's gains,
+    phase and bytes saved from gravacctl status), also appended as JSON to --log-json. Returns
+    the record."""
+    info = optimizer.last_step_info or {}
+    status = job_status(gravacctl) or {}
+    decision = status.get("decision", {})
+    dense = float(status.get("bytes_dense", 0) or 0)
+    saved = float(status.get("bytes_saved", 0) or 0)
+    record = {
+        "epoch": epoch, "time_s": round(elapsed, 3), "train_loss": train_loss,
+        "test_loss": test_loss, "test_accuracy": acc, "step": optimizer.gravac_step,
+        "theta": info.get("theta"), "collective": info.get("collective"),
+        "theta_mean": sum(thetas) / len(thetas) if thetas else None,
+        "gain_c": decision.get("gain_c"), "gain_min": decision.get("gain_min"),
+        "theta_candidate": decision.get("theta_candidate"),
+        "phase": decision.get("phase"),
+        "bytes_sent": status.get("bytes_sent"), "bytes_dense": status.get("bytes_dense"),
+        "step_time_s": elapsed / optimizer.gravac_step,
+        "compute_ms_per_step": 1000 * compute_s / steps,
+        "wait_ms_per_step": 1000 * wait_s / steps,
+    }
+    gain = ("gain %.3f (θmin %.3f)" % (decision["gain_c"], decision.get("gain_min", 0))
+            if decision.get("gain_c") else "gain -")
+    print("epoch %3d  loss %.4f  test loss %.4f  acc %.4f  θ %g (%s)  %s  %s  saved %s  "
+          "%.1f s  step: %.0f ms compute + %.0f ms waiting for gradients"
+          % (epoch, train_loss, test_loss, acc, info.get("theta", float("nan")),
+             info.get("collective", "-"), gain, decision.get("phase", "-"),
+             "%.0f%%" % (100 * saved / dense) if dense > 0 else "-", elapsed,
+             record["compute_ms_per_step"], record["wait_ms_per_step"]), flush=True)
+    if args.log_json:
+        with open(args.log_json, "a") as f:
+            f.write(json.dumps(record) + "\n")
+    return record
+
+
 def main(argv):
     args = parse_args(argv)
     compression = make_compression(args)
@@ -164,18 +225,7 @@ def main(argv):
               "%d test samples, %d steps per epoch of %d x %d samples"
               % (size, args.mode, compression, n_params, n_params * 4 / 1e6, len(x_train),
                  len(x_test), steps_per_epoch, size, args.batch_size), flush=True)
-        status = job_status(gravacctl)
-        if status is not None and args.mode != "dense":
-            job = status.get("job", {})
-            if (float(job.get("theta_min", 0)) != compression.theta_min
-                    or float(job.get("theta_max", 0)) != compression.theta_max
-                    or (job.get("sparse_values") or "fp32") != compression.values):
-                print("warning: the job runs theta in [%s, %s] with %s sparse values, this mode "
-                      "expects %s: start it with gravacrun %s"
-                      % (job.get("theta_min"), job.get("theta_max"),
-                         job.get("sparse_values") or "fp32", compression,
-                         " ".join(compression.gravacrun_args())),
-                      flush=True)
+        warn_if_job_differs(gravacctl, args.mode, compression)
 
     loss_fn = torch.nn.CrossEntropyLoss()
     start = time.monotonic()
@@ -208,35 +258,8 @@ def main(argv):
         if time_to_target is None and acc >= args.target_accuracy:
             time_to_target = elapsed
         if rank == 0:
-            info = optimizer.last_step_info or {}
-            status = job_status(gravacctl) or {}
-            decision = status.get("decision", {})
-            dense = float(status.get("bytes_dense", 0) or 0)
-            saved = float(status.get("bytes_saved", 0) or 0)
-            record = {
-                "epoch": epoch, "time_s": round(elapsed, 3), "train_loss": train_loss,
-                "test_loss": test_loss, "test_accuracy": acc, "step": optimizer.gravac_step,
-                "theta": info.get("theta"), "collective": info.get("collective"),
-                "theta_mean": sum(thetas) / len(thetas) if thetas else None,
-                "gain_c": decision.get("gain_c"), "gain_min": decision.get("gain_min"),
-                "theta_candidate": decision.get("theta_candidate"),
-                "phase": decision.get("phase"),
-                "bytes_sent": status.get("bytes_sent"), "bytes_dense": status.get("bytes_dense"),
-                "step_time_s": elapsed / optimizer.gravac_step,
-                "compute_ms_per_step": 1000 * compute_s / steps_per_epoch,
-                "wait_ms_per_step": 1000 * wait_s / steps_per_epoch,
-            }
-            gain = ("gain %.3f (θmin %.3f)" % (decision["gain_c"], decision.get("gain_min", 0))
-                    if decision.get("gain_c") else "gain -")
-            print("epoch %3d  loss %.4f  test loss %.4f  acc %.4f  θ %g (%s)  %s  %s  saved %s  "
-                  "%.1f s  step: %.0f ms compute + %.0f ms waiting for gradients"
-                  % (epoch, train_loss, test_loss, acc, info.get("theta", float("nan")),
-                     info.get("collective", "-"), gain, decision.get("phase", "-"),
-                     "%.0f%%" % (100 * saved / dense) if dense > 0 else "-", elapsed,
-                     record["compute_ms_per_step"], record["wait_ms_per_step"]), flush=True)
-            if args.log_json:
-                with open(args.log_json, "a") as f:
-                    f.write(json.dumps(record) + "\n")
+            report_epoch(args, optimizer, gravacctl, epoch, elapsed, train_loss, test_loss, acc,
+                         thetas, compute_s, wait_s, steps_per_epoch)
     if rank == 0:
         print("done: mode %s, final accuracy %.4f, time %.1f s, time to %.2f accuracy: %s"
               % (args.mode, acc, time.monotonic() - start, args.target_accuracy,

@@ -44,7 +44,8 @@ def test_the_prefix_holds_programs_library_headers_package_and_data(prefix):
         assert done.returncode == 0 and "usage" in done.stdout, program + ": " + done.stderr
     for rel in ["lib/libgravac.so", "include/gravac/gravac.h", "include/gravac/gravac.hpp",
                 PYTHON_DIR + "/gravac/__init__.py", PYTHON_DIR + "/gravac/torch/optimizer.py",
-                "share/gravac/examples/train_digits.py", "share/gravac/dashboards/gravac.json",
+                "share/gravac/examples/train_digits.py", "share/gravac/examples/train_fashion.py",
+                "share/gravac/examples/fashion_mnist.py", "share/gravac/dashboards/gravac.json",
                 "share/gravac/dashboards/rules.yml"]:
         assert os.path.isfile(os.path.join(prefix, rel)), rel
 

@@ -21,6 +21,7 @@ scale                  --scale                 GRAVAC_SCALE
 window                 --window                GRAVAC_WINDOW
 alpha                  --alpha                 GRAVAC_ALPHA
 eval_steps             --eval_steps            GRAVAC_EVAL_STEPS
+min_dwell              --min_dwell             GRAVAC_MIN_DWELL
 compressor             --compressor            GRAVAC_COMPRESSOR
 values                 --sparse_values         GRAVAC_SPARSE_VALUES
 =====================  ======================  =====================
@@ -28,6 +29,9 @@ values                 --sparse_values         GRAVAC_SPARSE_VALUES
 ``values`` is the precision the kept values travel at: "fp32" (4 bytes), or "fp16" / "bf16"
 (2 bytes; indices stay 4-byte int32, so a kept element costs 6 bytes instead of 8). The daemon
 rounds the values before sending them and error feedback keeps the rounding error.
+
+``min_dwell`` (steps a chosen θ is held before the gains may change it; 0 = the paper's
+per-step choice) is left to the job's default when None, and then not among the flags.
 
 ``Compression.topk(θ)`` is a static θ: ``--theta_min θ --theta_max θ --epsilon 1e-9`` (the
 smallest ε keeps the per-step guard from falling back to dense). Each compressor's
@@ -104,7 +108,7 @@ class GravacCompressor(Compressor):
 
     def __init__(self, theta_min=10.0, theta_max=10000.0, epsilon=0.75, omega=0.05,
                  policy="geometric", scale=2.0, window=25, alpha=0.05, eval_steps=500,
-                 compressor="topk", values="fp32"):
+                 compressor="topk", values="fp32", min_dwell=None):
         theta_min, theta_max = float(theta_min), float(theta_max)
         if not (math.isfinite(theta_min) and theta_min >= 1.0):
             raise ValueError("theta_min = %g, must be a finite CF >= 1" % theta_min)
@@ -128,6 +132,8 @@ class GravacCompressor(Compressor):
         if int(eval_steps) <= int(window):
             raise ValueError("eval_steps = %d, must exceed window (%d)"
                              % (int(eval_steps), int(window)))
+        if min_dwell is not None and int(min_dwell) < 0:
+            raise ValueError("min_dwell = %d, must be >= 0 (0: no dwell)" % int(min_dwell))
         if compressor not in _COMPRESSORS:
             raise ValueError("compressor = %r, must be one of %s"
                              % (compressor, ", ".join(_COMPRESSORS)))
@@ -140,6 +146,7 @@ class GravacCompressor(Compressor):
         self.window = int(window)
         self.alpha = float(alpha)
         self.eval_steps = int(eval_steps)
+        self.min_dwell = None if min_dwell is None else int(min_dwell)
         self.compressor = compressor
         self.values = _check_values(values)
 
@@ -158,7 +165,8 @@ class GravacCompressor(Compressor):
                 ("theta_max", "%g" % self.theta_max), ("epsilon", "%g" % self.epsilon),
                 ("omega", "%g" % self.omega), ("policy", self.policy),
                 ("scale", "%g" % self.scale), ("window", str(self.window)),
-                ("alpha", "%g" % self.alpha), ("eval_steps", str(self.eval_steps))]
+                ("alpha", "%g" % self.alpha), ("eval_steps", str(self.eval_steps))] + (
+                    [] if self.min_dwell is None else [("min_dwell", str(self.min_dwell))])
 
     def gravacrun_args(self):
         """The gravacrun flags that start a job with these settings."""
@@ -208,9 +216,9 @@ class Compression:
     @staticmethod
     def gravac(theta_min=10.0, theta_max=10000.0, epsilon=0.75, omega=0.05, policy="geometric",
                scale=2.0, window=25, alpha=0.05, eval_steps=500, compressor="topk",
-               values="fp32"):
+               values="fp32", min_dwell=None):
         """Adaptive θ chosen by the GraVAC policy (settings: see the module doc)."""
         return GravacCompressor(theta_min=theta_min, theta_max=theta_max, epsilon=epsilon,
                                 omega=omega, policy=policy, scale=scale, window=window,
                                 alpha=alpha, eval_steps=eval_steps, compressor=compressor,
-                                values=values)
+                                values=values, min_dwell=min_dwell)

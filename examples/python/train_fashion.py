@@ -1,0 +1,157 @@
+#!/usr/bin/python3
+"""Data-parallel training of a convolutional network on Fashion-MNIST with gravac.torch.
+
+Fashion-MNIST comes from Debian's dataset-fashion-mnist (/usr/share/datasets/fashion-mnist;
+nothing is downloaded; fashion_mnist.py reads its idx files). Every epoch the training images
+(all 60,000, or --train-size of them drawn with --seed) are reshuffled with the same seed on
+every rank and dealt out: rank r trains on every size-th image. The test images (the first
+--test-size of the 10,000) are split the same way; each rank scores its shard and the counts are
+summed, so the held-out accuracy printed each epoch is over all of them.
+
+The default model is VGG-style, 3.25 M parameters of which 99% sit in its dense layers: 13 MB of
+fp32 gradients per step for ~8 M multiply-adds per image, so the gradient exchange is what a
+1 Gbit/s link makes slow (fashion_mnist.py says why; --model resnet18 is the compute-bound
+alternative from torchvision).
+
+  gravacrun -np 4 --nodes 2 --link 1gbit -- /usr/bin/python3 examples/python/train_fashion.py
+
+--mode, --theta, the GraVAC flags and --print-gravacrun-args are those of train_digits.py (the
+job's θ settings go to gravacrun); rank 0 prints and logs (--log-json) the same per-epoch line.
+"""
+
+import argparse
+import os
+import sys
+import time
+
+import torch
+
+import fashion_mnist
+import train_digits
+from train_digits import hvd
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--mode", choices=("dense", "static", "gravac"), default="gravac")
+    p.add_argument("--theta", type=float, default=100.0, help="static compression factor")
+    p.add_argument("--model", choices=sorted(fashion_mnist.MODELS), default="vgg")
+    p.add_argument("--epochs", type=int, default=5)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--train-size", type=int, default=60000,
+                   help="training images used (drawn with --seed), at most 60000")
+    p.add_argument("--test-size", type=int, default=10000,
+                   help="test images scored each epoch (the first ones), at most 10000")
+    p.add_argument("--data-dir", default=fashion_mnist.DEFAULT_DIR)
+    p.add_argument("--batch-size", type=int, default=16, help="samples per rank per step")
+    p.add_argument("--lr", type=float, default=0.01, help="learning rate (SGD, momentum 0.9)")
+    p.add_argument("--max-steps", type=int, default=0,
+                   help="stop each epoch after this many steps (0: the whole shard; smoke tests)")
+    p.add_argument("--target-accuracy", type=float, default=0.88,
+                   help="report the time at which test accuracy first reaches this")
+    p.add_argument("--min-accuracy", type=float, default=0.0,
+                   help="exit 1 when the final test accuracy is below this (smoke tests)")
+    p.add_argument("--log-json", default="", help="rank 0 appends one JSON line per epoch")
+    p.add_argument("--threads", type=int, default=1, help="torch threads per rank")
+    train_digits.add_gravac_args(p)
+    p.add_argument("--print-gravacrun-args", action="store_true",
+                   help="print the gravacrun flags for --mode and exit")
+    return p.parse_args(argv)
+
+
+def evaluate(model, x_test, y_test, rank, size):
+    """(test loss, test accuracy) over all ranks' shards of the test set."""
+    loss, correct, count = fashion_mnist.evaluate_shard(model, x_test[rank::size],
+                                                        y_test[rank::size])
+    total = hvd.allreduce(torch.tensor([loss, correct, count], dtype=torch.float32),
+                          op=hvd.Sum, name="test_counts")
+    return total[0].item() / total[2].item(), total[1].item() / total[2].item()
+
+
+def main(argv):
+    args = parse_args(argv)
+    compression = train_digits.make_compression(args)
+    if args.print_gravacrun_args:
+        flags = compression.gravacrun_args() if hasattr(compression, "gravacrun_args") else []
+        print(" ".join(flags))
+        return 0
+    if "GRAVAC_RANK" not in os.environ:
+        print("run me under gravacrun, e.g.\n  gravacrun -np 4 --nodes 2 --link 1gbit -- %s %s"
+              % (sys.executable, " ".join([sys.argv[0]] + argv)), file=sys.stderr)
+        return 2
+    torch.set_num_threads(args.threads)
+    try:
+        x_train, y_train, x_test, y_test = fashion_mnist.load_data(
+            args.seed, args.train_size, args.test_size, args.data_dir)
+    except (OSError, ValueError) as e:
+        print("train_fashion: %s" % e, file=sys.stderr)
+        return 1
+    hvd.init()
+    rank, size = hvd.rank(), hvd.size()
+    torch.manual_seed(args.seed)
+    model = fashion_mnist.make_model(args.model)
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
+    optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(),
+                                         compression=compression,
+                                         samples_per_step=args.batch_size)
+    steps_per_epoch = len(x_train) // (size * args.batch_size)
+    if args.max_steps > 0:
+        steps_per_epoch = min(steps_per_epoch, args.max_steps)
+    gravacctl = train_digits.find_gravacctl() if rank == 0 else None
+    if rank == 0:
+        n_params = sum(p.numel() for p in model.parameters())
+        print("train_fashion: %d ranks, mode %s (%r), model %s, %d parameters (%.1f MB fp32), "
+              "%d train / %d test images, %d steps per epoch of %d x %d images"
+              % (size, args.mode, compression, args.model, n_params, n_params * 4 / 1e6,
+                 len(x_train), len(x_test), steps_per_epoch, size, args.batch_size), flush=True)
+        train_digits.warn_if_job_differs(gravacctl, args.mode, compression)
+
+    loss_fn = torch.nn.CrossEntropyLoss()
+    start = time.monotonic()
+    time_to_target, acc = None, 0.0
+    for epoch in range(1, args.epochs + 1):
+        perm = torch.randperm(len(x_train), generator=torch.Generator().manual_seed(
+            args.seed * 1000 + epoch))
+        mine = perm[rank::size]
+        thetas, epoch_loss, compute_s, wait_s = [], 0.0, 0.0, 0.0
+        for i in range(steps_per_epoch):
+            idx = mine[i * args.batch_size:(i + 1) * args.batch_size]
+            t0 = time.monotonic()
+            optimizer.zero_grad()
+            loss = loss_fn(model(fashion_mnist.as_input(x_train[idx])), y_train[idx])
+            loss.backward()  # gradients leave for the daemon as they are produced
+            t1 = time.monotonic()
+            optimizer.synchronize()  # waits for the exchange
+            t2 = time.monotonic()
+            with optimizer.skip_synchronize():
+                optimizer.step()
+            compute_s += t1 - t0
+            wait_s += t2 - t1
+            epoch_loss += loss.item()
+            if optimizer.last_step_info is not None:
+                thetas.append(optimizer.last_step_info["theta"])
+        train_loss = hvd.allreduce(torch.tensor(epoch_loss / steps_per_epoch),
+                                   name="epoch_loss").item()
+        test_loss, acc = evaluate(model, x_test, y_test, rank, size)
+        elapsed = time.monotonic() - start
+        if time_to_target is None and acc >= args.target_accuracy:
+            time_to_target = elapsed
+        if rank == 0:
+            train_digits.report_epoch(args, optimizer, gravacctl, epoch, elapsed, train_loss,
+                                      test_loss, acc, thetas, compute_s, wait_s, steps_per_epoch)
+    if rank == 0:
+        print("done: mode %s, final accuracy %.4f, time %.1f s, time to %.2f accuracy: %s"
+              % (args.mode, acc, time.monotonic() - start, args.target_accuracy,
+                 "%.1f s" % time_to_target if time_to_target is not None else "not reached"),
+              flush=True)
+    hvd.shutdown()
+    if acc < args.min_accuracy:
+        print("rank %d: final accuracy %.4f is below --min-accuracy %.4f"
+              % (rank, acc, args.min_accuracy), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
