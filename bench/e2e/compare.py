@@ -2,7 +2,9 @@
 """End-to-end comparison of issue #5 / BENCHMARKS.md item 8: time to accuracy on 1 Gbit/s links.
 
 Trains examples/python/train_digits.py (MLP 64 -> 2048 -> 1024 -> 10, 2.2 M parameters, the
-digits of python3-sklearn) on 2 emulated nodes x 2 workers, same seed and epochs for every run:
+digits of python3-sklearn) or, with --example fashion, examples/python/train_fashion.py (a
+VGG-style CNN, 3.25 M parameters, on --train_size images of Fashion-MNIST, scored on --test_size
+test images) on 2 emulated nodes x 2 workers, same seed and epochs for every run:
 
   dense                  gravacrun ... train_digits.py --mode dense
   static10/100/1000      --mode static --theta θ   (job: --theta_min θ --theta_max θ --epsilon 1e-9)

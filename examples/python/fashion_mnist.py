@@ -14,8 +14,8 @@ Models (`make_model`):
             parameters, the gradient is large against the compute and the exchange, not the
             2 shared CPU cores, decides the step time on a 1 Gbit/s link.
   resnet18  torchvision's ResNet-18 with a 3x3 stride-1 single-channel stem and no max-pool
-            (11.2 M parameters, all convolutional): ~0.55 G multiply-adds per image, hundreds of
-            times the vgg net's, so on CPUs it is compute-bound and compression changes little.
+            (11.2 M parameters, all convolutional): ~0.55 G multiply-adds per image, ~70 times
+            the vgg net's, so on CPUs it is compute-bound and compression changes little.
 
 This module does not import gravac: bench/e2e/ddp_peer.py trains the same models on the same
 data with torch.distributed alone.
