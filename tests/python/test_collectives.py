@@ -263,4 +263,6 @@ def test_broadcast_optimizer_state():
 
 def test_unsupported_dtype_is_a_local_error():
     with pytest.raises(ValueError, match="dtype"):
+        hvd.allreduce(torch.zeros(3, dtype=torch.complex64))
+    with pytest.raises(ValueError, match="bool tensors reduce with Min"):
         hvd.allreduce(torch.zeros(3, dtype=torch.bool))

@@ -9,8 +9,9 @@
                                          compression=hvd.Compression.gravac())
 
 The job is started by gravacrun (``gravacrun -np 4 --nodes 2 -- python3 train.py``), which sets
-the GRAVAC_* environment init() reads. Tensors are CPU tensors of float32/float64/float16/
-bfloat16/int32/int64/uint8 (other devices are staged through host memory). Failures (mismatched
+the GRAVAC_* environment init() reads; without it init() runs a world of one. Tensors are CPU
+tensors of float32/float64/float16/bfloat16/int32/int64/uint8/int8/int16/bool (other devices are
+staged through host memory). Failures (mismatched
 shapes across ranks, a dead worker, ...) raise GravacError carrying the daemon's message; the
 name HorovodInternalError is an alias for Horovod scripts that catch it.
 """
@@ -19,17 +20,26 @@ from gravac._gravac import GravacError
 from gravac.torch.compression import Compression, Compressor
 from gravac.torch.functions import (allgather_object, broadcast_object,
                                     broadcast_optimizer_state, broadcast_parameters)
-from gravac.torch.mpi_ops import (Average, Sum, allgather, allgather_async, allreduce,
-                                  allreduce_, allreduce_async, allreduce_async_, barrier,
-                                  broadcast, broadcast_, broadcast_async, broadcast_async_,
-                                  gloo_built, gloo_enabled, init, is_initialized, local_rank,
-                                  local_size, mpi_built, mpi_enabled, mpi_threads_supported,
-                                  nccl_built, cuda_built, poll, rank, shutdown, size, synchronize)
+from gravac.torch.dense_ops import (alltoall, grouped_allreduce, grouped_allreduce_,
+                                    grouped_allreduce_async, grouped_allreduce_async_,
+                                    reducescatter, reducescatter_async)
+from gravac.torch.mpi_ops import (Adasum, Average, Max, Min, Product, Sum, allgather,
+                                  allgather_async, allreduce, allreduce_, allreduce_async,
+                                  allreduce_async_, barrier, broadcast, broadcast_,
+                                  broadcast_async, broadcast_async_, cross_rank, cross_size,
+                                  gloo_built, gloo_enabled, init, is_homogeneous, is_initialized,
+                                  local_rank, local_size, mpi_built, mpi_enabled,
+                                  mpi_threads_supported, nccl_built, cuda_built, poll, rank,
+                                  shutdown, size, synchronize)
 from gravac.torch.optimizer import DistributedOptimizer
+from gravac.torch.sync_batch_norm import SyncBatchNorm
 
 HorovodInternalError = GravacError
 
 __all__ = [
+    "Adasum", "Max", "Min", "Product", "SyncBatchNorm", "alltoall", "cross_rank", "cross_size",
+    "grouped_allreduce", "grouped_allreduce_", "grouped_allreduce_async",
+    "grouped_allreduce_async_", "is_homogeneous", "reducescatter", "reducescatter_async",
     "Average", "Sum", "Compression", "Compressor", "DistributedOptimizer", "GravacError",
     "HorovodInternalError", "allgather", "allgather_async", "allgather_object", "allreduce",
     "allreduce_", "allreduce_async", "allreduce_async_", "barrier", "broadcast", "broadcast_",

@@ -16,15 +16,18 @@ from gravac.torch import mpi_ops
 def broadcast_parameters(params, root_rank, prefix="bcast."):
     """Overwrites the tensors in `params` with root_rank's, in place.
 
-    `params` is a state_dict (``model.state_dict()``) or a sequence of (name, tensor) pairs
-    (``model.named_parameters()``); tensors are named ``prefix + name``.
+    `params` is a state_dict (``model.state_dict()``), a sequence of (name, tensor) pairs
+    (``model.named_parameters()``) or of tensors (``model.parameters()``, as Horovod); tensors
+    are named ``prefix + name``, unnamed ones ``prefix + "list." + position``.
     """
     if isinstance(params, dict):
         items = sorted(params.items())
     elif isinstance(params, (list, tuple)) or hasattr(params, "__iter__"):
-        items = list(params)
-        if any(not isinstance(item, tuple) or len(item) != 2 for item in items):
-            raise ValueError("params must be a dict or a sequence of (name, tensor) pairs")
+        items = [item if isinstance(item, tuple) else ("list.%d" % i, item)
+                 for i, item in enumerate(params)]
+        if any(len(item) != 2 for item in items):
+            raise ValueError("params must be a dict or a sequence of tensors or of (name, "
+                             "tensor) pairs")
     else:
         raise ValueError("invalid params of type: %s" % type(params))
     handles = []

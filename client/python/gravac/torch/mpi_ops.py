@@ -30,9 +30,16 @@ from gravac import _gravac
 from gravac._gravac import GravacError
 from gravac.torch import _local
 
-# Reduction ops (Horovod's constants).
+# Reduction ops (Horovod's constants). The daemon reduces Sum and Average (and compresses them);
+# the others run dense in Python over an allgather (gravac.torch.dense_ops).
 Average = _gravac.AVERAGE
 Sum = _gravac.SUM
+Adasum = 2
+Min = 3
+Max = 4
+Product = 5
+_OP_NAMES = {Average: "Average", Sum: "Sum", Adasum: "Adasum", Min: "Min", Max: "Max",
+             Product: "Product"}
 
 _DTYPES = {
     torch.float32: _gravac.FLOAT32,
@@ -64,6 +71,7 @@ class _State:
         self.lock = threading.Lock()
         self.context = None
         self.parked = None  # the connection kept by shutdown() for a later init()
+        self.cross = (0, 1)  # (cross_rank, cross_size), set by init()
         self.handles = {}
         self.in_flight = set()  # names of this process's requests not yet synchronized
         self.next_handle = itertools.count(1)
@@ -98,6 +106,13 @@ class _State:
     def release(self, name):
         with self.lock:
             self.in_flight.discard(name)
+
+    def then(self, handle, fn):
+        """A handle whose result is fn(result of `handle`); `handle` is consumed."""
+        pending = self.pop(handle)
+        first = pending.finish
+        pending.finish = lambda: fn(first())
+        return self.add(pending)
 
     def add(self, pending):
         with self.lock:
@@ -154,6 +169,13 @@ def init(comm=None, process_sets=None):
         if not _state.atexit_registered:
             atexit.register(_close)
             _state.atexit_registered = True
+    # Horovod's cross_rank/cross_size: this rank's index among the ranks with its local rank (one
+    # per node, node order), and how many there are. One allgather of the local ranks.
+    local_ranks = synchronize(allgather_async(
+        torch.tensor([context.local_rank], dtype=torch.int64), "gravac.init.local_ranks")).tolist()
+    me = context.rank
+    _state.cross = (sum(1 for k in range(me) if local_ranks[k] == local_ranks[me]),
+                    sum(1 for lr in local_ranks if lr == local_ranks[me]))
 
 
 def shutdown():
@@ -204,6 +226,24 @@ def local_size():
     return _state.ctx().local_size
 
 
+def cross_rank():
+    """This rank's index among the ranks that have its local rank (its node's index when every
+    node runs the same number of ranks)."""
+    _state.ctx()
+    return _state.cross[0]
+
+
+def cross_size():
+    """How many ranks have this rank's local rank (the number of nodes when all are equal)."""
+    _state.ctx()
+    return _state.cross[1]
+
+
+def is_homogeneous():
+    """True when every node runs the same number of ranks."""
+    return size() == local_size() * cross_size()
+
+
 def mpi_built():
     """False: gravac does not use MPI (nor Gloo or NCCL from Python); for Horovod scripts."""
     return False
@@ -249,6 +289,18 @@ def _dtype_code(tensor, name):
     return code
 
 
+# Types the daemon does not know travel as their bytes where nothing is reduced (allgather,
+# broadcast); allreduce widens them (dense_ops).
+_BYTE_TYPES = (torch.int8, torch.int16, torch.bool)
+
+
+def _wire_view(buf):
+    """`buf` as the daemon sees it: itself, or its bytes (uint8, last dimension widened)."""
+    if buf.dtype in _BYTE_TYPES:
+        return buf.view(torch.uint8)
+    return buf
+
+
 def _host_buffer(tensor):
     """A contiguous CPU tensor with the data of `tensor`; `tensor` itself (detached) if possible."""
     buf = tensor.detach()
@@ -280,8 +332,8 @@ def _resolve_op(average, op):
         return Sum
     if average is not None:
         raise ValueError("op and average are mutually exclusive")
-    if op not in (Average, Sum):
-        raise ValueError("op %r is not supported by gravac (use Average or Sum)" % (op,))
+    if op not in _OP_NAMES:
+        raise ValueError("op %r is not one of Average, Sum, Adasum, Min, Max, Product" % (op,))
     return op
 
 
@@ -306,6 +358,14 @@ def _scaled(tensor, factor):
 def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor, step=-1,
                      samples=0, compress=False):
     """Allreduce of `tensor` into `output` (None: a new tensor; may be `tensor` for in place)."""
+    if op not in (Sum, Average) or tensor.dtype not in _DTYPES:
+        if compress:
+            raise ValueError("tensor '%s': only Sum and Average of float32 tensors can be "
+                             "compressed, not %s of %s" % (name, _OP_NAMES.get(op, op),
+                                                           tensor.dtype))
+        from gravac.torch import dense_ops  # pylint: disable=import-outside-toplevel
+        return dense_ops.allreduce_async(tensor, output, name, op, prescale_factor,
+                                         postscale_factor)
     context = _state.ctx()
     name = _state.auto_name("allreduce", name)
     code = _dtype_code(tensor, name)
@@ -402,19 +462,21 @@ def allgather_async(tensor, name=None):
     """Starts an allgather (concatenation along dim 0 in rank order; first dims may differ)."""
     context = _state.ctx()
     name = _state.auto_name("allgather", name)
-    code = _dtype_code(tensor, name)
     buf = _host_buffer(tensor)
     if buf.dim() == 0:
         buf = buf.reshape(1)
-    row_shape = tuple(buf.shape[1:])
-    request = _submit(name, lambda: context.allgather_async(name, buf.data_ptr(),
-                                                            list(buf.shape), code))
+    wire = _wire_view(buf)
+    code = _dtype_code(wire, name)
+    row_shape = tuple(wire.shape[1:])
+    request = _submit(name, lambda: context.allgather_async(name, wire.data_ptr(),
+                                                            list(wire.shape), code))
 
     def finish():
         total, nbytes = request.allgather_size()
-        out = torch.empty((total,) + row_shape, dtype=buf.dtype)
+        out = torch.empty((total,) + row_shape, dtype=wire.dtype)
         if nbytes:
             request.allgather_copy(out.data_ptr(), nbytes)
+        out = out.view(buf.dtype)
         return out if tensor.device.type == "cpu" else out.to(tensor.device)
 
     return _state.add(_Pending(request, (buf,), finish, name))
@@ -444,13 +506,15 @@ def allgather(tensor, name=None):
 def _broadcast_async(tensor, output, root_rank, name):
     context = _state.ctx()
     name = _state.auto_name("broadcast", name)
-    code = _dtype_code(tensor, name)
     in_place = output is tensor
     buf = _host_buffer(tensor)
     if not in_place and _shares_memory(buf, tensor):
         buf = buf.clone()
-    request = _submit(name, lambda: context.broadcast_async(name, buf.data_ptr(), list(buf.shape),
-                                                            code, int(root_rank)))
+    wire = _wire_view(buf.reshape(1) if buf.dim() == 0 else buf)
+    code = _dtype_code(wire, name)
+    request = _submit(name, lambda: context.broadcast_async(name, wire.data_ptr(),
+                                                            list(wire.shape), code,
+                                                            int(root_rank)))
 
     def finish():
         if in_place:
@@ -527,8 +591,9 @@ def synchronize(handle):
 
 
 __all__ = [
-    "Average", "Sum", "GravacError", "init", "shutdown", "is_initialized", "rank", "size",
-    "local_rank", "local_size", "barrier", "mpi_built", "gloo_built", "nccl_built",
+    "Average", "Sum", "Adasum", "Min", "Max", "Product", "GravacError", "init", "shutdown",
+    "is_initialized", "rank", "size", "local_rank", "local_size", "cross_rank", "cross_size",
+    "is_homogeneous", "barrier", "mpi_built", "gloo_built", "nccl_built",
     "mpi_enabled", "gloo_enabled", "mpi_threads_supported", "allreduce", "allreduce_", "allreduce_async",
     "allreduce_async_", "allgather", "allgather_async", "broadcast", "broadcast_",
     "broadcast_async", "broadcast_async_", "poll", "synchronize",

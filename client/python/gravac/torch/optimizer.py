@@ -63,8 +63,15 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             raise ValueError("named_parameters was specified, but one or more model parameters "
                              "were not named. Python object ids: %s"
                              % ", ".join(str(i) for i in sorted(all_params - named_ids)))
+        if op == mpi_ops.Adasum:
+            raise ValueError("op=Adasum: Horovod's Adasum optimizer combines each rank's step "
+                             "(the change of the weights), not gradients, and gravac does not "
+                             "implement that optimizer; use op=Average (optionally with "
+                             "Compression.gravac()), or hvd.allreduce(t, op=hvd.Adasum) on "
+                             "tensors of your own")
         if op not in (mpi_ops.Average, mpi_ops.Sum):
-            raise ValueError("op %r is not supported (use Average or Sum)" % (op,))
+            raise ValueError("op %r: DistributedOptimizer reduces gradients with Average or Sum"
+                             % (mpi_ops._OP_NAMES.get(op, op),))
         if gradient_predivide_factor != 1.0 and op != mpi_ops.Average:
             raise ValueError("gradient_predivide_factor needs op == Average")
         if int(backward_passes_per_step) < 1:
