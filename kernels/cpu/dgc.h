@@ -15,51 +15,28 @@
 //
 // Cost: one parallel pass gathers every element above a cut estimated from the same sample for
 // rank ~1.3k, so the counts in step 3 run on that small set; a normal tensor is read once.
-// Validation, ties and CompressFrom are as for topk (topk.h).
+// Validation, ties and CompressFrom are as for topk (topk.h); the rule runs in the selection
+// skeleton (sparse_selection.h).
 //
 // Thread-safety: follows the Compressor contract (one caller at a time).
 #ifndef GRAVAC_KERNELS_CPU_DGC_H_
 #define GRAVAC_KERNELS_CPU_DGC_H_
 
 #include <cstdint>
-#include <string_view>
-#include <vector>
 
-#include "absl/status/status.h"
-#include "absl/types/span.h"
-#include "kernels/compressed.h"
 #include "kernels/compressor.h"
-#include "kernels/cpu/select.h"
+#include "kernels/cpu/sparse_selection.h"
 
 namespace gravac::kernels::cpu {
 
-class DgcCompressor : public Compressor {
+class DgcCompressor : public SparseSelectionCompressor {
  public:
   static constexpr int kMaxPasses = 10;
 
   explicit DgcCompressor(const CompressorOptions& options);
 
-  std::string_view name() const override { return "dgc"; }
-
-  absl::Status Compress(absl::Span<const float> input, double theta, const CompressContext& ctx,
-                        Compressed* out) override;
-  absl::Status CompressFrom(const Compressed& first, double theta, const CompressContext& ctx,
-                            Compressed* out) override;
-
   // Sample stride for an n-element tensor (see the file comment).
   static int64_t SampleStride(int64_t n);
-  // Cost of the last Compress; `fallback` means step 4 fell back to the exact top-k.
-  const SelectStats& last_stats() const { return selector_.stats(); }
-
- private:
-  absl::Status Select(absl::Span<const float> input, int64_t k, std::string_view tensor_name,
-                      Compressed* out);
-
-  CompressorOptions options_;
-  Selector selector_;
-  CandidateSet set_;
-  ThresholdCounter counter_;
-  std::vector<uint32_t> sample_;
 };
 
 }  // namespace gravac::kernels::cpu

@@ -1,9 +1,11 @@
-// Selection machinery shared by the CPU sparse compressors (topk, dgc, redsync): exact top-k by
-// magnitude, threshold filters and counts, and top-k from an already sparse output.
+// Selection machinery shared by the CPU sparse compressors (topk, dgc, redsync; their skeleton is
+// sparse_selection.h): exact top-k by magnitude, threshold filters and counts. Its pieces: keys
+// and the gathered CandidateSet (candidate_set.h), the gather and count block kernels
+// (block_gather.h), the histogram k-th largest search (kth_largest.h), the counter of the
+// threshold searches (threshold_counter.h), and the output side (selection_output.h).
 //
-// Order: elements are compared by |x| through MagnitudeKey (the float bits with the sign
-// cleared), which orders like |x| for finite values (-0 and +0 tie; subnormals are ordered).
-// Among equal magnitudes the lower index wins, so exact top-k equals a stable sort oracle (sort
+// Order: elements are compared by |x| through MagnitudeKey (candidate_set.h). Among equal
+// magnitudes the lower index wins, so exact top-k equals a stable sort oracle (sort
 // by |x| descending, index ascending, keep the first k, sort them by index). Outputs are index
 // ascending, values signed and unrounded (the compressors round them to their value type).
 //
@@ -28,7 +30,6 @@
 #ifndef GRAVAC_KERNELS_CPU_SELECT_H_
 #define GRAVAC_KERNELS_CPU_SELECT_H_
 
-#include <bit>
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -36,8 +37,7 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "core/thread_pool.h"
-#include "kernels/compressed.h"
-#include "kernels/compressor.h"
+#include "kernels/cpu/candidate_set.h"
 
 namespace gravac::kernels::cpu {
 
@@ -57,99 +57,12 @@ absl::Status ThresholdFilter(absl::Span<const float> input, float threshold, Thr
 // Input is assumed finite: ±Inf and NaN elements count as larger than any threshold.
 int64_t CountAtLeast(absl::Span<const float> input, float threshold, ThreadPool* pool);
 
-// Exact top-k among first's entries (ties: lower index), indices ascending, into *out (buffers
-// reused; dense_size and value_type copied; implicit_indices false). k is clamped to
-// first.count(). `first` must be sparse with as many indices as values, else InvalidArgument.
-absl::Status SelectTopKFromSparse(const Compressed& first, int64_t k, Compressed* out);
-
-// Checks shared by every sparse compressor's Compress: n fits int32 indices, theta >= 1 (NaN
-// rejected), each failure an InvalidArgument naming the tensor.
-absl::Status CheckCompressArgs(int64_t n, double theta, std::string_view tensor_name);
-
-// Shared by the sparse compressors: sets *out's header for a sparse result of an n-element
-// tensor at `type` (buffers kept), and rounds out->values to `type` (InvalidArgument naming the
-// tensor and index if a value overflows it).
-void PrepareSparseOutput(int64_t n, ValueType type, Compressed* out);
-absl::Status FinishSparseOutput(std::string_view tensor_name, Compressed* out);
-// CompressFrom for the sparse selection compressors: exact top-KeepCount(first.dense_size, θ)
-// of `first`, after checking θ.
-absl::Status SelectFrom(const Compressed& first, double theta, const CompressContext& ctx,
-                        Compressed* out);
-
-// |x| as an unsigned integer ordered like |x| (finite values); non-finite keys are >= this.
-inline uint32_t MagnitudeKey(float x) { return std::bit_cast<uint32_t>(x) & 0x7fffffffu; }
-inline constexpr uint32_t kNonFiniteKey = 0x7f800000u;
-// The cut key for "|x| >= threshold": 0 for a threshold <= 0 (threshold must not be NaN).
-inline uint32_t ThresholdKey(float threshold) {
-  return threshold > 0.0f ? MagnitudeKey(threshold) : 0u;
-}
-
-// The elements whose key is >= `cut`, gathered by one parallel pass (Selector::Gather).
-// lanes[i] holds the i-th contiguous chunk's elements in ascending index order, so the lanes
-// concatenated are ascending. Per lane, elements with key > cut are stored up to `budget` and
-// elements with key == cut up to `tie_cap`; beyond that they are only counted.
-struct CandidateSet {
-  struct Lane {
-    std::vector<int32_t> indices;
-    std::vector<float> values;
-    int64_t above = 0;  // key > cut, seen
-    int64_t above_stored = 0;
-    int64_t ties = 0;  // key == cut, seen
-    int64_t ties_stored = 0;
-    int64_t first_bad = -1;  // first non-finite index in the chunk, -1 if none
-    uint32_t max_key = 0;    // largest key >= cut seen (0 if none)
-  };
-  uint32_t cut = 0;
-  std::vector<Lane> lanes;
-  int64_t above = 0;  // totals over the lanes
-  int64_t ties = 0;
-  int64_t stored = 0;
-  bool above_complete = true;  // every element with key > cut is stored
-  bool ties_complete = true;   // every element with key == cut is stored
-  int64_t first_bad = -1;      // first non-finite index of the tensor, -1 if none
-  uint32_t max_key = 0;        // largest key of the tensor when count() > 0
-  double abs_sum = 0.0;        // sum of |x| over the tensor, when Gather was asked for it
-
-  int64_t count() const { return above + ties; }  // elements with key >= cut
-  // True when every element with key >= t is stored.
-  bool Holds(uint32_t t) const {
-    return above_complete && (t > cut || (t == cut && ties_complete));
-  }
-};
-
 // What Selector calls cost since ResetStats(): full reads of the input (the sample not counted)
 // and whether an exact fallback ran (top-k: the sample misled it; dgc, redsync: the threshold
 // search did not reach its band). For tests and benchmarks.
 struct SelectStats {
   int full_passes = 0;
   bool fallback = false;
-};
-
-// Counts elements >= t among a CandidateSet's stored elements for a bracketing search: after
-// Count(t), Raise() says every later threshold is >= t and Lower() that every later one is < t.
-// Counts are read-only vectorised scans; when a step makes at least half of the working set
-// irrelevant (never counted again, or always counted) that half is dropped, so a search costs a
-// few scans of the set, not a full pass over the tensor per step. The set must outlive the
-// counter's use and have above_complete && ties_complete; thresholds must be >= set.cut.
-class ThresholdCounter {
- public:
-  void Reset(const CandidateSet& set);
-  int64_t Count(uint32_t t);  // exact count of elements with key >= t (t >= set.cut)
-  void Raise();               // after Count(t): later thresholds are >= t
-  void Lower();               // after Count(t): later thresholds are < t
-
- private:
-  // Keeps the working elements with (key >= last_t_) == keep_at_least.
-  void Compact(bool keep_at_least);
-
-  const CandidateSet* set_ = nullptr;
-  bool in_set_ = true;         // the working set is set_'s lanes, else values_
-  std::vector<float> values_;  // the working set once compacted (signed values; keys by mask)
-  std::vector<float> other_;
-  int64_t size_ = 0;           // elements in the working set
-  int64_t removed_above_ = 0;  // elements dropped because every later threshold counts them
-  uint32_t last_t_ = 0;
-  int64_t last_in_set_ = 0;  // working elements >= last_t_
 };
 
 // The reusable engine behind the free functions and the compressors (scratch kept between

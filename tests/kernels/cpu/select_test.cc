@@ -21,6 +21,8 @@
 #include "core/thread_pool.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu/selection_output.h"
+#include "kernels/cpu/threshold_counter.h"
 
 namespace gravac::kernels::cpu {
 namespace {

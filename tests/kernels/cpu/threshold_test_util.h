@@ -1,5 +1,6 @@
-// Inputs and checks shared by the tests of the threshold compressors (dgc, redsync): input
-// distributions with light and heavy tails and ties, and the threshold-set property of an output.
+// Inputs and checks shared by the tests of the selection compressors (topk, dgc, redsync): input
+// distributions with light and heavy tails and ties, the stable-sort top-k oracle, and the
+// threshold-set property of an output.
 #ifndef GRAVAC_TESTS_KERNELS_CPU_THRESHOLD_TEST_UTIL_H_
 #define GRAVAC_TESTS_KERNELS_CPU_THRESHOLD_TEST_UTIL_H_
 
@@ -10,6 +11,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -48,6 +50,18 @@ inline std::vector<float> Make(Dist d, int64_t n, uint64_t seed) {
 inline std::string Name(Dist d) {
   const char* names[] = {"Normal", "Laplace", "Cauchy", "Ties"};
   return names[static_cast<int>(d)];
+}
+
+// Stable sort oracle: |x| descending, index ascending; first k; by index.
+inline std::vector<int32_t> Oracle(const std::vector<float>& x, int64_t k) {
+  std::vector<std::pair<float, int32_t>> pairs(x.size());
+  for (size_t i = 0; i < x.size(); ++i) pairs[i] = {std::fabs(x[i]), static_cast<int32_t>(i)};
+  std::stable_sort(pairs.begin(), pairs.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<int32_t> top;
+  for (int64_t i = 0; i < k; ++i) top.push_back(pairs[i].second);
+  std::sort(top.begin(), top.end());
+  return top;
 }
 
 // Indices strictly ascending, values bit-equal to the input, and every kept |x| >= every

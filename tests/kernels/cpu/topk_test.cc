@@ -18,6 +18,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/cast.h"
+#include "tests/kernels/cpu/threshold_test_util.h"
 
 namespace gravac::kernels::cpu {
 namespace {
@@ -26,6 +27,7 @@ using ::gravac::testing::IsOk;
 using ::gravac::testing::StatusIs;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using testing::Oracle;
 
 std::vector<float> Normal(int64_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -41,18 +43,6 @@ std::vector<float> Ties(int64_t n, uint64_t seed) {
   std::vector<float> x(n);
   for (float& v : x) v = static_cast<float>(small(rng));
   return x;
-}
-
-// Stable sort oracle: |x| descending, index ascending; first k; by index.
-std::vector<int32_t> Oracle(const std::vector<float>& x, int64_t k) {
-  std::vector<std::pair<float, int32_t>> pairs(x.size());
-  for (size_t i = 0; i < x.size(); ++i) pairs[i] = {std::fabs(x[i]), static_cast<int32_t>(i)};
-  std::stable_sort(pairs.begin(), pairs.end(),
-                   [](const auto& a, const auto& b) { return a.first > b.first; });
-  std::vector<int32_t> top;
-  for (int64_t i = 0; i < k; ++i) top.push_back(pairs[i].second);
-  std::sort(top.begin(), top.end());
-  return top;
 }
 
 void ExpectMatches(const std::vector<float>& x, const std::vector<int32_t>& expected,
