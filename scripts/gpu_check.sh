@@ -33,9 +33,10 @@ export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}" CCACHE_NOHASHDIR="${CCACHE_NOHA
 
 configure_and_build() {  # build_dir jobs
   # No nccl transport: its tests need two GPUs, and a carried bundle could not hold libnccl.
+  mkdir -p "$1"
   cmake -S "$root" -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGRAVAC_WITH_CUDA=ON \
     -DGRAVAC_WITH_NCCL=OFF -DGRAVAC_BUILD_BENCH=ON -DGRAVAC_BUILD_TESTS=ON \
-    >"$1.configure.log" 2>&1 || return 1
+    >"$1/gravac-configure.log" 2>&1 || return 1
   cmake --build "$1" -j "$2" --target "${targets[@]}"
 }
 
@@ -48,7 +49,7 @@ if [[ "${1:-}" == "--bundle" ]]; then
   bundle="${2:-$root/build-gpu-bundle}"
   build="$root/build-gpu-check"
   mkdir -p "$build"
-  configure_and_build "$build" "${GRAVAC_JOBS:-2}" || { cat "$build.configure.log"; exit 1; }
+  configure_and_build "$build" "${GRAVAC_JOBS:-2}" || { cat "$build/gravac-configure.log"; exit 1; }
   rm -rf "$bundle"
   mkdir -p "$bundle/bin" "$bundle/lib"
   for t in "${targets[@]}"; do
@@ -88,7 +89,7 @@ bin_dir="$root/build-gpu-check"
 if configure_and_build "$bin_dir" "$(nproc)" >>"$log" 2>&1; then
   for t in "${targets[@]}"; do ln -sf "$(exe_path "$bin_dir" "$t")" "$bin_dir/$t"; done
 else
-  say "cannot build here ($(grep -m1 -E 'Could not find|not found|Error' "$bin_dir.configure.log" \
+  say "cannot build here ($(grep -m1 -E 'Could not find|not found|Error' "$bin_dir/gravac-configure.log" \
     2>/dev/null || echo 'build failed'; true)); using the bundle"
   mode=bundle
   bin_dir="$root/build-gpu-bundle/bin"
