@@ -104,9 +104,9 @@ ControllerMetrics::ControllerMetrics(prometheus::Registry& r)
   }
 }
 
-void ControllerMetrics::OnCreated(int expected_nodes, const daemon::JobConfig& job,
+void ControllerMetrics::OnCreated(int expected_nodes, const JobConfig& job,
                                   const policy::PolicyConfig& policy,
-                                  const daemon::JobDecision& initial) {
+                                  const JobDecision& initial) {
   absl::MutexLock lock(&mu_);
   prometheus::Gauge& info =
       info_.Add({{"version", std::string(GravacVersion())},
@@ -137,7 +137,7 @@ void ControllerMetrics::OnMembership(int joined_nodes, int world_size) {
 
 void ControllerMetrics::OnConnectedNodes(int nodes) { connected_nodes_.Set(nodes); }
 
-void ControllerMetrics::OnDecision(const daemon::JobDecision& decision, bool published,
+void ControllerMetrics::OnDecision(const JobDecision& decision, bool published,
                                    absl::Time when) {
   SetDecisionGauges(decision);
   if (!published) return;
@@ -145,7 +145,7 @@ void ControllerMetrics::OnDecision(const daemon::JobDecision& decision, bool pub
   last_decision_time_.Set(absl::ToDoubleSeconds(when - absl::UnixEpoch()));
 }
 
-void ControllerMetrics::SetDecisionGauges(const daemon::JobDecision& decision) {
+void ControllerMetrics::SetDecisionGauges(const JobDecision& decision) {
   theta_.Set(decision.theta);
   theta_candidate_.Set(decision.theta_candidate);
   decision_epoch_.Set(static_cast<double>(decision.epoch));

@@ -52,17 +52,17 @@ class ControllerMetrics final : public CoordinatorObserver {
   ControllerMetrics(const ControllerMetrics&) = delete;
   ControllerMetrics& operator=(const ControllerMetrics&) = delete;
 
-  void OnCreated(int expected_nodes, const daemon::JobConfig& job,
-                 const policy::PolicyConfig& policy, const daemon::JobDecision& initial) override;
+  void OnCreated(int expected_nodes, const JobConfig& job,
+                 const policy::PolicyConfig& policy, const JobDecision& initial) override;
   void OnMembership(int joined_nodes, int world_size) override;
   void OnConnectedNodes(int nodes) override;
-  void OnDecision(const daemon::JobDecision& decision, bool published, absl::Time when) override;
+  void OnDecision(const JobDecision& decision, bool published, absl::Time when) override;
   void OnStepCombined(int64_t bytes_sent, int64_t bytes_dense) override;
   void OnStepObserved(const ObservedStep& step) override;
   void OnStatsRejected(StatsRejection reason, int64_t count) override;
 
  private:
-  void SetDecisionGauges(const daemon::JobDecision& decision);
+  void SetDecisionGauges(const JobDecision& decision);
 
   prometheus::Family<prometheus::Gauge>& info_;
   prometheus::Gauge& expected_nodes_;

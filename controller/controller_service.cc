@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "absl/synchronization/mutex.h"
-#include "daemon/control/proto_convert.h"
+#include "proto/job_convert.h"
 
 namespace gravac::controller {
 namespace {
@@ -56,8 +56,8 @@ class JoinReactor final : public grpc::ServerUnaryReactor {
           response->set_node_rank(reply->node_rank);
           response->set_world_size(reply->world_size);
           for (const NodeEntry& n : reply->nodes) ToProto(n, response->add_nodes());
-          daemon::ToProto(reply->job, response->mutable_job());
-          daemon::ToProto(reply->decision, response->mutable_decision());
+          proto::ToProto(reply->job, response->mutable_job());
+          proto::ToProto(reply->decision, response->mutable_decision());
           Finish(grpc::Status::OK);
         });
     bool cancel = false;
@@ -107,7 +107,7 @@ class StatsReactor final : public grpc::ServerReadReactor<v1::StatsBatch> {
     }
     for (int i = 0; i < batch_.stats_size(); ++i) {
       absl::Status s = coordinator_->ReportStats(
-          daemon::FromProto(batch_.stats(i), batch_.node_rank()), i == 0 ? batch_.dropped() : 0);
+          proto::FromProto(batch_.stats(i), batch_.node_rank()), i == 0 ? batch_.dropped() : 0);
       if (s.code() == absl::StatusCode::kFailedPrecondition) {
         Finish(ToGrpc(s));
         return;
@@ -188,7 +188,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::Decision>,
 
  private:
   void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    daemon::ToProto(queue_.front(), &out_);
+    proto::ToProto(queue_.front(), &out_);
     queue_.pop_front();
     writing_ = true;
     StartWrite(&out_);
@@ -231,8 +231,8 @@ void ToProto(const JobStatusInfo& in, v1::JobStatus* out) {
     node->set_last_step(n.last_step);
     node->set_stats_dropped(n.stats_dropped);
   }
-  daemon::ToProto(in.job, out->mutable_job());
-  daemon::ToProto(in.decision, out->mutable_decision());
+  proto::ToProto(in.job, out->mutable_job());
+  proto::ToProto(in.decision, out->mutable_decision());
   out->set_steps_observed(in.steps_observed);
   out->set_last_step(in.last_step);
   out->set_throughput(in.throughput);

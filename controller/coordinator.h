@@ -57,14 +57,9 @@
 #include "controller/policy/gravac_policy.h"
 #include "controller/policy/policy_config.h"
 #include "core/logging.h"
-#include "daemon/engine/types.h"
+#include "core/job_types.h"
 
 namespace gravac::controller {
-
-// The controller speaks the daemons' seam types.
-using ::gravac::daemon::JobConfig;
-using ::gravac::daemon::JobDecision;
-using ::gravac::daemon::NodeStepStats;
 
 struct CoordinatorOptions {
   int nodes = 1;  // daemons expected

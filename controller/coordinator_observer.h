@@ -19,7 +19,7 @@
 #include "absl/time/time.h"
 #include "controller/policy/policy_config.h"
 #include "controller/policy/throughput_table.h"
-#include "daemon/engine/types.h"
+#include "core/job_types.h"
 
 namespace gravac::controller {
 
@@ -66,9 +66,9 @@ class CoordinatorObserver {
 
   // Once per Coordinator, from Coordinator::Create: its configuration (the job's compression
   // settings as the daemons get them at join) and initial decision.
-  virtual void OnCreated(int expected_nodes, const daemon::JobConfig& job,
+  virtual void OnCreated(int expected_nodes, const JobConfig& job,
                          const policy::PolicyConfig& policy,
-                         const daemon::JobDecision& initial) = 0;
+                         const JobDecision& initial) = 0;
   // Daemons joined to the round being assembled, or to the assembled job; the job's world size
   // (0 before assembly).
   virtual void OnMembership(int joined_nodes, int world_size) = 0;
@@ -76,7 +76,7 @@ class CoordinatorObserver {
   virtual void OnConnectedNodes(int nodes) = 0;
   // The decision in force changed: a new epoch was published at `when` (published = true), or
   // only its gains moved within the epoch (published = false).
-  virtual void OnDecision(const daemon::JobDecision& decision, bool published, absl::Time when) = 0;
+  virtual void OnDecision(const JobDecision& decision, bool published, absl::Time when) = 0;
   // Every step all nodes reported, before the policy sees it (also steps refused later): the
   // bytes summed over the nodes.
   virtual void OnStepCombined(int64_t bytes_sent, int64_t bytes_dense) = 0;

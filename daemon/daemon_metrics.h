@@ -43,6 +43,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/clock.h"
+#include "core/job_types.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
@@ -50,8 +51,6 @@
 #include "prometheus/registry.h"
 
 namespace gravac::daemon {
-
-struct NodeStepStats;  // daemon/engine/types.h
 
 // Label op of gravac_collective_duration_seconds.
 enum class CollectiveOp { kDenseAllreduce, kSparseAllgather, kAllgather, kBroadcast, kNegotiation };

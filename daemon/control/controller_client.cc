@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "absl/synchronization/mutex.h"
-#include "daemon/control/proto_convert.h"
+#include "proto/job_convert.h"
 #include "gravac/v1/controller.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 
@@ -186,7 +186,7 @@ absl::StatusOr<JoinResult> ControllerClient::Impl::Join(const JoinInfo& info) {
     result.layout.push_back({n.first_rank(), n.local_count()});
     result.transport_addresses.push_back(n.transport_address());
   }
-  result.job = FromProto(response->job());
+  result.job = proto::FromProto(response->job());
   {
     absl::MutexLock lock(&mu_);
     info_ = info;
@@ -194,7 +194,7 @@ absl::StatusOr<JoinResult> ControllerClient::Impl::Join(const JoinInfo& info) {
     has_joined_ = true;
     newest_ = InitialDecision(result.job);
   }
-  Adopt(FromProto(response->decision()), "join");
+  Adopt(proto::FromProto(response->decision()), "join");
   GRAVAC_CLIENT_LOG(kInfo, "joined controller %s as node %d of %d", options_.address,
                     result.node_rank, static_cast<int>(result.layout.size()));
   return result;
@@ -232,7 +232,7 @@ bool ControllerClient::Impl::Rejoin() {
     absl::MutexLock lock(&mu_);
     ++reconnects_;
   }
-  Adopt(FromProto(response->decision()), "re-join");
+  Adopt(proto::FromProto(response->decision()), "re-join");
   return true;
 }
 
@@ -273,7 +273,7 @@ void ControllerClient::Impl::WatchLoop() {
         if (options_.metrics != nullptr) options_.metrics->SetControllerConnected(true);
       }
       if (options_.metrics != nullptr) options_.metrics->OnDecisionReceived();
-      Adopt(FromProto(decision), "pushed");
+      Adopt(proto::FromProto(decision), "pushed");
     }
     grpc::Status status = reader->Finish();
     Unregister(&watch_ctx_);
@@ -337,7 +337,7 @@ void ControllerClient::Impl::StatsLoop() {
       n = std::min(queue_.size(), options_.stats_batch_size);
       batch.set_node_rank(joined_.node_rank);
       batch.set_dropped(dropped_unreported_);
-      for (size_t i = 0; i < n; ++i) ToProto(queue_[i], batch.add_stats());
+      for (size_t i = 0; i < n; ++i) proto::ToProto(queue_[i], batch.add_stats());
       in_flight_ = n;
     }
     if (writer == nullptr) {

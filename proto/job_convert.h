@@ -1,15 +1,15 @@
-// Conversions between the daemon's seam types (daemon/engine/types.h) and the gravac.v1
+// Conversions between the control plane's shared types (core/job_types.h) and the gravac.v1
 // controller messages (proto/gravac/v1/controller.proto). Used by both ends of the control plane:
-// ControllerClient here and the gRPC service of gravac-controller.
+// the daemon's ControllerClient (daemon/control/) and the gRPC service of gravac-controller.
 //
 // Thread-safety: stateless functions.
-#ifndef GRAVAC_DAEMON_CONTROL_PROTO_CONVERT_H_
-#define GRAVAC_DAEMON_CONTROL_PROTO_CONVERT_H_
+#ifndef GRAVAC_PROTO_JOB_CONVERT_H_
+#define GRAVAC_PROTO_JOB_CONVERT_H_
 
-#include "daemon/engine/types.h"
+#include "core/job_types.h"
 #include "gravac/v1/controller.pb.h"
 
-namespace gravac::daemon {
+namespace gravac::proto {
 
 void ToProto(const JobDecision& in, gravac::v1::Decision* out);
 JobDecision FromProto(const gravac::v1::Decision& in);
@@ -21,10 +21,6 @@ JobConfig FromProto(const gravac::v1::JobConfig& in);
 void ToProto(const NodeStepStats& in, gravac::v1::NodeStepStats* out);
 NodeStepStats FromProto(const gravac::v1::NodeStepStats& in, int node_rank);
 
-// The initial decision (epoch 0) every daemon knows without the controller: θ = θ_c = θ_min,
-// warm-up, searching.
-JobDecision InitialDecision(const JobConfig& job);
+}  // namespace gravac::proto
 
-}  // namespace gravac::daemon
-
-#endif  // GRAVAC_DAEMON_CONTROL_PROTO_CONVERT_H_
+#endif  // GRAVAC_PROTO_JOB_CONVERT_H_

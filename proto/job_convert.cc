@@ -1,6 +1,6 @@
-#include "daemon/control/proto_convert.h"
+#include "proto/job_convert.h"
 
-namespace gravac::daemon {
+namespace gravac::proto {
 
 void ToProto(const JobDecision& in, gravac::v1::Decision* out) {
   out->set_epoch(in.epoch);
@@ -79,15 +79,4 @@ NodeStepStats FromProto(const gravac::v1::NodeStepStats& in, int node_rank) {
   return out;
 }
 
-JobDecision InitialDecision(const JobConfig& job) {
-  JobDecision d;
-  d.epoch = 0;
-  d.first_step = 0;
-  d.theta = job.theta_min;
-  d.theta_candidate = job.theta_min;
-  d.searching = true;
-  d.phase = "warmup";
-  return d;
-}
-
-}  // namespace gravac::daemon
+}  // namespace gravac::proto

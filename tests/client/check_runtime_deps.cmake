@@ -1,0 +1,26 @@
+# Fails when the shared library or executable FILE needs (directly or through its dependencies) a
+# shared library whose name matches FORBIDDEN. Used to show that libgravac.so does not pull in gRPC.
+#   cmake -DFILE=<path> -DKIND=LIBRARIES|EXECUTABLES -DFORBIDDEN=<regex> -P check_runtime_deps.cmake
+cmake_minimum_required(VERSION 3.25)
+foreach(var FILE KIND FORBIDDEN)
+  if(NOT ${var})
+    message(FATAL_ERROR "check_runtime_deps: pass -D${var}=...")
+  endif()
+endforeach()
+file(GET_RUNTIME_DEPENDENCIES ${KIND} ${FILE}
+  RESOLVED_DEPENDENCIES_VAR resolved UNRESOLVED_DEPENDENCIES_VAR unresolved)
+list(LENGTH resolved count)
+if(count EQUAL 0)
+  message(FATAL_ERROR "check_runtime_deps: ${FILE} has no resolved runtime dependencies")
+endif()
+set(found "")
+foreach(dep ${resolved} ${unresolved})
+  get_filename_component(name "${dep}" NAME)
+  if(name MATCHES "${FORBIDDEN}")
+    list(APPEND found "${name}")
+  endif()
+endforeach()
+if(found)
+  message(FATAL_ERROR "check_runtime_deps: ${FILE} needs ${found} (matches '${FORBIDDEN}')")
+endif()
+message(STATUS "check_runtime_deps: none of ${count} runtime dependencies of ${FILE} matches '${FORBIDDEN}'")
