@@ -4,17 +4,13 @@
 #include <utility>
 
 #include "absl/synchronization/mutex.h"
+#include "proto/grpc_status.h"
 #include "proto/job_convert.h"
 
 namespace gravac::controller {
 namespace {
 
 namespace v1 = ::gravac::v1;
-
-grpc::Status ToGrpc(const absl::Status& s) {
-  if (s.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
-}
 
 void ToProto(const NodeEntry& in, v1::NodeInfo* out) {
   out->set_node_rank(in.node_rank);
@@ -50,7 +46,7 @@ class JoinReactor final : public grpc::ServerUnaryReactor {
             state->finished = true;
           }
           if (!reply.ok()) {
-            Finish(ToGrpc(reply.status()));
+            Finish(proto::ToGrpcStatus(reply.status()));
             return;
           }
           response->set_node_rank(reply->node_rank);
@@ -109,7 +105,7 @@ class StatsReactor final : public grpc::ServerReadReactor<v1::StatsBatch> {
       absl::Status s = coordinator_->ReportStats(
           proto::FromProto(batch_.stats(i), batch_.node_rank()), i == 0 ? batch_.dropped() : 0);
       if (s.code() == absl::StatusCode::kFailedPrecondition) {
-        Finish(ToGrpc(s));
+        Finish(proto::ToGrpcStatus(s));
         return;
       }
       if (!s.ok()) {
@@ -137,7 +133,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::Decision>,
     absl::StatusOr<int64_t> id = coordinator_->Subscribe(node_rank, this);
     absl::MutexLock lock(&mu_);
     if (!id.ok()) {
-      FinishLocked(ToGrpc(id.status()));
+      FinishLocked(proto::ToGrpcStatus(id.status()));
       return;
     }
     id_ = *id;
@@ -154,7 +150,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::Decision>,
   }
   void OnEnd(const absl::Status& status) override {
     absl::MutexLock lock(&mu_);
-    FinishLocked(ToGrpc(status));
+    FinishLocked(proto::ToGrpcStatus(status));
   }
   void OnWriteDone(bool ok) override {
     absl::MutexLock lock(&mu_);

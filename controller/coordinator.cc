@@ -5,9 +5,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "core/absl_compat.h"
 
 namespace gravac::controller {
@@ -31,23 +29,6 @@ std::string MissingRanks(const std::vector<std::pair<int, int>>& covered_sorted,
 }
 
 }  // namespace
-
-absl::StatusOr<std::map<int, absl::Duration>> ParseDecisionDelay(std::string_view text) {
-  std::map<int, absl::Duration> delays;
-  if (text.empty()) return delays;
-  for (absl::string_view entry : absl::StrSplit(AsAbsl(text), ',', absl::SkipWhitespace())) {
-    std::vector<absl::string_view> parts = absl::StrSplit(entry, ':');
-    int node = 0;
-    int64_t ms = 0;
-    if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &node) ||
-        !absl::SimpleAtoi(parts[1], &ms) || node < 0 || ms < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("decision_delay: entry '", entry, "' is not node:ms (node >= 0, ms >= 0)"));
-    }
-    delays[node] = absl::Milliseconds(ms);
-  }
-  return delays;
-}
 
 absl::Status CheckSparseValues(std::string_view value) {
   if (value == "fp32" || value == "fp16" || value == "bf16") return absl::OkStatus();

@@ -57,6 +57,7 @@
 #include "controller/policy/gravac_policy.h"
 #include "controller/policy/policy_config.h"
 #include "core/logging.h"
+#include "core/job_settings.h"
 #include "core/job_types.h"
 
 namespace gravac::controller {
@@ -64,9 +65,10 @@ namespace gravac::controller {
 struct CoordinatorOptions {
   int nodes = 1;  // daemons expected
   policy::PolicyConfig policy;
-  std::string compressor = "topk";     // kernels::MakeCompressor name or "none"
-  std::string sparse_values = "fp32";  // wire precision of sparse values: fp32 | fp16 | bf16
-  uint64_t job_seed = 0;
+  std::string compressor{job_defaults::kCompressor};  // kernels::MakeCompressor name or "none"
+  // wire precision of sparse values: fp32 | fp16 | bf16
+  std::string sparse_values{job_defaults::kSparseValues};
+  uint64_t job_seed = job_defaults::kJobSeed;
   absl::Duration join_timeout = absl::Seconds(120);
   std::map<int, absl::Duration> decision_delay;  // by node rank (test hook)
   size_t max_pending_steps = 256;                // incomplete steps kept at most
@@ -77,10 +79,6 @@ struct CoordinatorOptions {
 // OK when `value` is a sparse value precision the daemons know ("fp32", "fp16", "bf16"), else
 // InvalidArgument naming the sparse_values setting and the accepted values.
 absl::Status CheckSparseValues(std::string_view value);
-
-// Parses the --decision_delay hook: "node:ms[,node:ms]" ("" = none). InvalidArgument naming the
-// bad entry.
-absl::StatusOr<std::map<int, absl::Duration>> ParseDecisionDelay(std::string_view text);
 
 struct JoinRequestInfo {
   std::string node_name;

@@ -9,30 +9,34 @@
 #include <cstdint>
 #include <string>
 
+#include "core/job_settings.h"
+
 namespace gravac {
 
 // A decision of the controller (policy::Decision as the daemons see it).
 struct JobDecision {
   int64_t epoch = 0;
   int64_t first_step = 0;
-  double theta = 10.0;            // 1 = dense
-  double theta_candidate = 10.0;  // the daemons compute N_c at it
+  double theta = job_defaults::kThetaMin;            // 1 = dense
+  double theta_candidate = job_defaults::kThetaMin;  // the daemons compute N_c at it
   bool searching = true;
   std::string phase = "warmup";   // "warmup" | "searching" | "done"
   double gain_min = 0.0;
   double gain_c = 0.0;
 };
 
-// Job-wide compression settings, from the controller at join (identical on every daemon).
+// Job-wide compression settings, from the controller at join (identical on every daemon); the
+// defaults are the job settings' (core/job_settings.h).
 struct JobConfig {
-  std::string compressor = "topk";  // kernels::MakeCompressor name, or "none"
+  std::string compressor{job_defaults::kCompressor};  // kernels::MakeCompressor name, or "none"
   // Wire precision of the sparse compressors' values: "fp32", "fp16" or "bf16" (the engine maps
   // it to kernels::CompressorOptions::value_type; compressor "none" ignores it).
-  std::string sparse_values = "fp32";
-  double theta_min = 10.0;
-  double theta_max = 10000.0;
-  uint64_t job_seed = 0;
-  bool global_norm = false;  // N as the global squared norm instead of the sum of layer norms
+  std::string sparse_values{job_defaults::kSparseValues};
+  double theta_min = job_defaults::kThetaMin;
+  double theta_max = job_defaults::kThetaMax;
+  uint64_t job_seed = job_defaults::kJobSeed;
+  // N as the global squared norm instead of the sum of layer norms
+  bool global_norm = job_defaults::kNormMode == "global_squared_l2";
 };
 
 // Per-node statistics of one step (GRAVAC.md "Measured each step"), before combination.

@@ -6,24 +6,21 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "core/absl_compat.h"
+#include "core/job_settings.h"
 #include "core/status.h"
 #include "netemu/naming.h"
 
 namespace gravac::runner {
 namespace {
 
-// Policy settings forwarded to gravac-controller as --name=value when given.
-constexpr std::string_view kControllerFlags[] = {
-    "compressor", "sparse_values", "theta_min", "theta_max",     "epsilon",
-    "omega",      "policy",        "scale",     "window",        "alpha",
-    "eval_steps", "norm_mode",     "job_seed",  "decision_delay"};
 // Daemon settings forwarded to every gravacd as --name=value when given.
 constexpr std::string_view kDaemonFlags[] = {
     "transport",     "ucx_tls",         "ucx_net_devices", "fusion_threshold_bytes",
     "cycle_time_ms", "stall_warning_s", "op_timeout_s",    "step_log",
     "log_level"};
 
-constexpr SettingSpec kSettings[] = {
+// gravacrun's own settings; the job settings and the daemon settings follow (RunnerSettings()).
+constexpr SettingSpec kOwnSettings[] = {
     {"np", "", "0", "number of workers (ranks); required", SettingType::kInt},
     {"nodes", "", "1", "number of nodes (one gravacd each); ranks are node-major",
      SettingType::kInt},
@@ -55,23 +52,10 @@ constexpr SettingSpec kSettings[] = {
     {"kill_grace_s", "", "3", "time between SIGTERM/SIGINT and SIGKILL at teardown",
      SettingType::kDouble},
     {"verbose", "", "false", "print the command lines started", SettingType::kBool},
-    // Forwarded to gravac-controller.
-    {"compressor", "", "", "controller: topk|dgc|redsync|randomk|none"},
-    {"sparse_values", "", "", "controller: wire precision of sparse values fp32|fp16|bf16"},
-    {"theta_min", "", "", "controller: θ_min, the least compression (default 10)"},
-    {"theta_max", "", "", "controller: θ_max, the most compression the search may reach (10000)"},
-    {"epsilon", "", "", "controller: ε, least acceptable compression gain (0.75)"},
-    {"omega", "", "",
-     "controller: ω, the search stops when the two best throughputs differ less (0.05)"},
-    {"policy", "", "", "controller: candidate scaling geometric|exponential"},
-    {"scale", "", "", "controller: geometric factor s (2)"},
-    {"window", "", "", "controller: tracker window and warm-up in steps (25)"},
-    {"alpha", "", "", "controller: tracker smoothing α (0.05)"},
-    {"eval_steps", "", "", "controller: steps spent on each candidate θ (500)"},
-    {"norm_mode", "", "", "controller: sum_layer_l2|global_squared_l2"},
-    {"job_seed", "", "", "controller: seed of randomised compressors"},
-    {"decision_delay", "", "", "controller test hook, e.g. 1:300"},
-    // Forwarded to every gravacd.
+};
+
+// Forwarded to every gravacd.
+constexpr SettingSpec kDaemonSettings[] = {
     {"transport", "", "", "gravacd: data-plane transport (ucx)"},
     {"ucx_tls", "", "", "gravacd: UCX_TLS (default with --link: tcp)"},
     {"ucx_net_devices", "", "", "gravacd: UCX_NET_DEVICES (default with --link: eth0)"},
@@ -112,11 +96,40 @@ absl::StatusOr<absl::Duration> Seconds(const Settings& s, std::string_view name)
   return absl::Seconds(v);
 }
 
+// The whole table: kOwnSettings, one row per job setting (core/job_settings.h), forwarded to
+// gravac-controller as --name=value when given, then kDaemonSettings. Those rows have no environment variable and no
+// default of their own (the controller reads GRAVAC_* itself and applies the defaults); their help
+// names the controller's default.
+struct RunnerTable {
+  RunnerTable() {
+    for (const SettingSpec& job : JobSettings()) {
+      helps.push_back(job.default_value.empty()
+                          ? StrCat("controller: ", job.help)
+                          : StrCat("controller: ", job.help, " (default ", job.default_value, ")"));
+    }
+    specs.assign(std::begin(kOwnSettings), std::end(kOwnSettings));
+    size_t i = 0;
+    for (const SettingSpec& job : JobSettings()) {
+      specs.push_back({job.name, "", "", helps[i++], SettingType::kString});
+    }
+    specs.insert(specs.end(), std::begin(kDaemonSettings), std::end(kDaemonSettings));
+  }
+  std::vector<std::string> helps;  // filled before specs point into it
+  std::vector<SettingSpec> specs;
+};
+
+const RunnerTable& Table() {
+  static const RunnerTable* const table = new RunnerTable();
+  return *table;
+}
+
 }  // namespace
 
-absl::Span<const SettingSpec> RunnerSettings() { return kSettings; }
+absl::Span<const SettingSpec> RunnerSettings() { return Table().specs; }
 
-std::string RunnerHelp() { return StrCat(kUsage, "\n", Settings::Help(kSettings, "gravacrun")); }
+std::string RunnerHelp() {
+  return StrCat(kUsage, "\n", Settings::Help(RunnerSettings(), "gravacrun"));
+}
 
 absl::StatusOr<double> ParseRate(std::string_view text) {
   std::string lower = absl::AsciiStrToLower(AsAbsl(text));
@@ -223,7 +236,7 @@ absl::StatusOr<RunnerOptions> ParseRunnerArgs(absl::Span<const char* const> args
     const std::string& flag = flags.back();
     if (flag.size() > 2 && flag.starts_with("--") && flag.find('=') == std::string::npos &&
         i + 1 < args.size()) {
-      for (const SettingSpec& spec : kSettings) {
+      for (const SettingSpec& spec : RunnerSettings()) {
         if (spec.name == std::string_view(flag).substr(2) && spec.type != SettingType::kBool) {
           flags.emplace_back(args[++i]);
           break;
@@ -233,7 +246,7 @@ absl::StatusOr<RunnerOptions> ParseRunnerArgs(absl::Span<const char* const> args
   }
   std::vector<const char*> flag_ptrs;
   for (const std::string& f : flags) flag_ptrs.push_back(f.c_str());
-  ASSIGN_OR_RETURN(Settings s, Settings::Parse(kSettings, flag_ptrs, env));
+  ASSIGN_OR_RETURN(Settings s, Settings::Parse(RunnerSettings(), flag_ptrs, env));
   if (s.help_requested()) {
     options.help_requested = true;
     return options;
@@ -271,9 +284,9 @@ absl::StatusOr<RunnerOptions> ParseRunnerArgs(absl::Span<const char* const> args
   ASSIGN_OR_RETURN(options.controller_args, SplitArgs(controller_args));
   ASSIGN_OR_RETURN(std::string daemon_args, s.GetString("daemon_args"));
   ASSIGN_OR_RETURN(options.daemon_args, SplitArgs(daemon_args));
-  for (std::string_view name : kControllerFlags) {
-    ASSIGN_OR_RETURN(std::string v, s.GetString(name));
-    if (!v.empty()) options.controller_args.push_back(StrCat("--", name, "=", v));
+  for (const SettingSpec& job : JobSettings()) {
+    ASSIGN_OR_RETURN(std::string v, s.GetString(job.name));
+    if (!v.empty()) options.controller_args.push_back(StrCat("--", job.name, "=", v));
   }
   bool tls_given = false;
   bool devices_given = false;

@@ -16,6 +16,7 @@
 #include "core/status.h"
 #include "gravac/v1/controller.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "proto/grpc_status.h"
 
 namespace gravac::ctl {
 namespace {
@@ -45,9 +46,7 @@ absl::Status Main(const Settings& s) {
   gravac::v1::JobStatus status;
   grpc::Status rpc = stub->GetJobStatus(&ctx, gravac::v1::GetJobStatusRequest(), &status);
   if (!rpc.ok()) {
-    return absl::Status(
-        static_cast<absl::StatusCode>(rpc.error_code()),
-        absl::StrFormat("status from controller %s: %s", address, rpc.error_message()));
+    return proto::FromGrpcStatus(rpc, absl::StrFormat("status from controller %s", address));
   }
   if (json) {
     ASSIGN_OR_RETURN(std::string text, FormatStatusJson(status));

@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "controller/policy/scaling_policy.h"
+#include "core/job_settings.h"
 
 namespace gravac::policy {
 
@@ -34,21 +35,27 @@ enum class NormMode {
 std::string_view NormModeName(NormMode mode);  // "sum_layer_l2" / "global_squared_l2"
 absl::StatusOr<NormMode> ParseNormMode(std::string_view name);
 
+// The defaults are the job settings' (core/job_settings.h).
 struct PolicyConfig {
-  double theta_min = 10.0;     // least compression: warm-up, fallback, first candidate
-  double theta_max = 10000.0;  // most compression the search may reach
-  ScalingKind scaling = ScalingKind::kGeometric;
-  double scaling_factor = 2.0;  // s, geometric only
-  double epsilon = 0.75;        // ε: least acceptable compression gain
-  double omega = 0.05;          // ω: the search stops when the two best CT means differ by less
-  int window = 25;              // W: tracker window and warm-up length, in steps
-  double alpha = 0.05;          // α: tracker smoothing
-  int64_t eval_steps = 500;     // T_eval: steps per candidate (the reference: one epoch)
+  // least compression: warm-up, fallback, first candidate
+  double theta_min = job_defaults::kThetaMin;
+  double theta_max = job_defaults::kThetaMax;  // most compression the search may reach
+  ScalingKind scaling = job_defaults::kPolicy == "exponential" ? ScalingKind::kExponential
+                                                               : ScalingKind::kGeometric;
+  double scaling_factor = job_defaults::kScale;  // s, geometric only
+  double epsilon = job_defaults::kEpsilon;       // ε: least acceptable compression gain
+  // ω: the search stops when the two best CT means differ by less
+  double omega = job_defaults::kOmega;
+  int window = job_defaults::kWindow;  // W: tracker window and warm-up length, in steps
+  double alpha = job_defaults::kAlpha;  // α: tracker smoothing
+  // T_eval: steps per candidate (the reference: one epoch)
+  int64_t eval_steps = job_defaults::kEvalSteps;
   // Hysteresis of the per-step choice: a θ chosen among θ_min, θ_c and dense is kept for at
   // least this many observed steps before the gains may change it (GravacPolicy, step 6).
   // 0 (or 1) is the paper's choice, free to change every step.
   int min_dwell = 25;
-  NormMode norm_mode = NormMode::kSumOfLayerL2;
+  NormMode norm_mode = job_defaults::kNormMode == "global_squared_l2" ? NormMode::kGlobalSquaredL2
+                                                                      : NormMode::kSumOfLayerL2;
 
   absl::Status Validate() const;
   ScalingParams scaling_params() const { return {scaling, scaling_factor, theta_min, theta_max}; }

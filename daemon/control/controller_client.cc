@@ -6,9 +6,10 @@
 #include <utility>
 
 #include "absl/synchronization/mutex.h"
-#include "proto/job_convert.h"
 #include "gravac/v1/controller.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "proto/grpc_status.h"
+#include "proto/job_convert.h"
 
 namespace gravac::daemon {
 
@@ -18,16 +19,6 @@ namespace v1 = ::gravac::v1;
   do {                                                                          \
     if (options_.log != nullptr) GRAVAC_LOG(*options_.log, level, __VA_ARGS__); \
   } while (false)
-
-namespace {
-
-absl::Status FromGrpc(const grpc::Status& s, std::string_view what) {
-  if (s.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
-                      absl::StrFormat("%s: %s", what, s.error_message()));
-}
-
-}  // namespace
 
 class ControllerClient::Impl {
  public:
@@ -146,7 +137,7 @@ absl::StatusOr<v1::JoinResponse> ControllerClient::Impl::CallJoin(const v1::Join
   grpc::Status status = stub_->Join(&ctx, request, &response);
   Unregister(&join_ctx_);
   if (!status.ok()) {
-    return FromGrpc(
+    return proto::FromGrpcStatus(
         status, absl::StrFormat("join %s at controller %s", request.node_name(), options_.address));
   }
   return response;
@@ -284,7 +275,8 @@ void ControllerClient::Impl::WatchLoop() {
       GRAVAC_CLIENT_LOG(kWarning,
                         "decision stream from %s ended (%s); keeping decision epoch %d, "
                         "reconnecting",
-                        options_.address, FromGrpc(status, "watch").ToString(), newest_.epoch);
+                        options_.address, proto::FromGrpcStatus(status, "watch").ToString(),
+                        newest_.epoch);
     }
     need_rejoin = true;
     if (!got_any) {
@@ -370,7 +362,7 @@ void ControllerClient::Impl::StatsLoop() {
       GRAVAC_CLIENT_LOG(kWarning,
                         "stats stream to %s broke (%s); queueing (oldest dropped beyond %d) and "
                         "retrying",
-                        options_.address, FromGrpc(status, "stats").ToString(),
+                        options_.address, proto::FromGrpcStatus(status, "stats").ToString(),
                         static_cast<int>(options_.stats_queue_capacity));
     }
     failing = true;

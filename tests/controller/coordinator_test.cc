@@ -556,14 +556,8 @@ TEST(CoordinatorOptions, SparseValuesReachEveryJoinerAndTheStatus) {
   EXPECT_THAT(CheckSparseValues("bf16"), IsOk());
 }
 
-TEST(CoordinatorOptions, ParseDecisionDelay) {
-  ASSERT_OK_AND_ASSIGN(auto none, ParseDecisionDelay(""));
-  EXPECT_TRUE(none.empty());
-  ASSERT_OK_AND_ASSIGN(auto two, ParseDecisionDelay("1:300,0:5"));
-  EXPECT_EQ(two.at(1), absl::Milliseconds(300));
-  EXPECT_EQ(two.at(0), absl::Milliseconds(5));
-  EXPECT_THAT(ParseDecisionDelay("1=300"),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("'1=300'")));
+// The delay hook's parsing is tested in controller_settings_test.
+TEST(CoordinatorOptions, DecisionDelayAndNodesAreChecked) {
   CoordinatorOptions o = Options(2);
   o.decision_delay = {{2, absl::Milliseconds(1)}};
   EXPECT_THAT(Coordinator::Create(o),

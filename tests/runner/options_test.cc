@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "core/absl_compat.h"
+#include "core/job_settings.h"
 #include "core/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -140,6 +142,22 @@ TEST(ParseRunnerArgsTest, ForwardsControllerAndDaemonSettings) {
               ElementsAre("--window", "5", "--norm_mode", "layer sum", "--compressor=dgc",
                           "--sparse_values=fp16", "--theta_min=20"));
   EXPECT_THAT(o.daemon_args, ElementsAre("--stall_warning_s=2", "--fusion_threshold_bytes=1024"));
+}
+
+// Every job setting of core/job_settings.h is a gravacrun flag forwarded to the controller (the
+// table is the one list; a new job setting needs no change here).
+TEST(ParseRunnerArgsTest, ForwardsEveryJobSetting) {
+  for (const SettingSpec& job : JobSettings()) {
+    const std::string flag = StrCat("--", job.name, "=v");
+    ASSERT_OK_AND_ASSIGN(RunnerOptions o, Parse({"-np", "2", flag.c_str(), "--", "true"}));
+    EXPECT_THAT(o.controller_args, ElementsAre(flag)) << job.name;
+    EXPECT_THAT(o.daemon_args, IsEmpty()) << job.name;
+  }
+  // Not given: nothing is forwarded, the controller applies its defaults and GRAVAC_* itself.
+  ASSERT_OK_AND_ASSIGN(RunnerOptions o,
+                       Parse({"-np", "2", "--", "true"}, {{"GRAVAC_THETA_MIN", "4"}}));
+  EXPECT_THAT(o.controller_args, IsEmpty());
+  EXPECT_THAT(RunnerHelp(), HasSubstr("controller: least compression factor (default 10)"));
 }
 
 TEST(ParseRunnerArgsTest, LinkMakesTheDataPlaneUseTcpOnEth0) {
