@@ -13,7 +13,8 @@ packages=(
   prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   pybind11-dev python3-dev python3-pytest python3-torch python3-sklearn python3-matplotlib python3-yaml
-  # examples/python/train_fashion.py: Fashion-MNIST's idx files and torchvision's ResNet-18
+  # examples/python/train_fashion.py and examples/python/horovod/: Fashion-MNIST's idx files and
+  # torchvision's models
   dataset-fashion-mnist python3-torchvision
   # Debian torch falls back to the reference BLAS without it (a 128x2048x1024 matmul: 0.9 s vs 0.05 s)
   libopenblas0-pthread
