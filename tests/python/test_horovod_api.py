@@ -192,9 +192,28 @@ def test_adasum():
     torch.testing.assert_close(got, reference_adasum(rows).float(), rtol=1e-6, atol=1e-6)
     with pytest.raises(ValueError, match="floating-point"):
         hvd.allreduce(torch.ones(2, dtype=torch.int32), op=hvd.Adasum)
-    with pytest.raises(ValueError, match="Adasum"):
+
+
+def test_adasum_distributed_optimizer_combines_weight_changes():
+    r, n = hvd.rank(), hvd.size()
+    w = torch.nn.Parameter(torch.zeros(n, dtype=torch.float64))
+    opt = hvd.DistributedOptimizer(torch.optim.SGD([w], lr=0.5), named_parameters=[("w", w)],
+                                   op=hvd.Adasum)
+    # Orthogonal local steps (-e_r) add up.
+    g = torch.zeros(n, dtype=torch.float64)
+    g[r] = 2.0
+    opt.zero_grad()
+    (w * g).sum().backward()
+    opt.step()
+    assert w.detach().tolist() == [-1.0] * n
+    # Identical local steps (-0.5 each) give one step, not n.
+    opt.zero_grad()
+    w.sum().backward()
+    opt.step()
+    assert w.detach().tolist() == [-1.5] * n
+    with pytest.raises(ValueError, match="GraVAC compressors"):
         hvd.DistributedOptimizer(torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1),
-                                 op=hvd.Adasum)
+                                 op=hvd.Adasum, compression=hvd.Compression.topk(4))
 
 
 def test_compressing_other_ops_is_an_error():

@@ -11,6 +11,7 @@ rank the same result, and refuses compression:
   ``adasum(a, b) = (1 - a·b / 2|a|²) a + (1 - a·b / 2|b|²) b`` with the dot products over the
   whole tensor (a coefficient stays 1 when its norm² is below 1e-8, as Horovod's), in float64.
   The tree needs a power-of-two world size; other sizes are refused naming the size.
+  DistributedOptimizer(op=Adasum) combines weight changes with it (optimizer.py).
 * int8, int16, uint8 and bool: Sum/Average of int8/int16 are reduced as int32 and wrapped back
   (Horovod sums in the tensor's own type); bool takes Min (and), Max (or) or Product (and), not
   Sum or Average.

@@ -63,12 +63,6 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             raise ValueError("named_parameters was specified, but one or more model parameters "
                              "were not named. Python object ids: %s"
                              % ", ".join(str(i) for i in sorted(all_params - named_ids)))
-        if op == mpi_ops.Adasum:
-            raise ValueError("op=Adasum: Horovod's Adasum optimizer combines each rank's step "
-                             "(the change of the weights), not gradients, and gravac does not "
-                             "implement that optimizer; use op=Average (optionally with "
-                             "Compression.gravac()), or hvd.allreduce(t, op=hvd.Adasum) on "
-                             "tensors of your own")
         if op not in (mpi_ops.Average, mpi_ops.Sum):
             raise ValueError("op %r: DistributedOptimizer reduces gradients with Average or Sum"
                              % (mpi_ops._OP_NAMES.get(op, op),))
@@ -269,6 +263,62 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return super(self.__class__, self).zero_grad(*args, **kwargs)
 
 
+class _DistributedAdasumOptimizer(torch.optim.Optimizer):
+    """Horovod's Adasum optimizer: each rank takes the wrapped optimizer's step on its own
+    gradients, and the weights' changes (not the gradients) are combined with Adasum
+    (dense_ops): p = p_start + Adasum over ranks of (p_after_local_step - p_start). The methods
+    are copied into a subclass of the wrapped optimizer's class, as for _DistributedOptimizer."""
+
+    _gravac_distributed = True
+
+    def __init__(self, params, named_parameters, compression, backward_passes_per_step=1):
+        super(self.__class__, self).__init__(params)
+        if getattr(compression, "daemon_compress", False):
+            raise ValueError("op=Adasum combines dense weight changes; GraVAC compressors apply "
+                             "to Average/Sum of gradients (use Compression.none or fp16)")
+        if int(backward_passes_per_step) != 1:
+            raise ValueError("op=Adasum: backward_passes_per_step must be 1 in gravac")
+        self._compression = compression
+        if named_parameters is not None:
+            named = {v: k for k, v in named_parameters}
+        else:
+            named = {}
+        index = next(mpi_ops._state.optimizers)
+        params_all = [p for group in self.param_groups for p in group["params"]]
+        self._adasum_names = {p: "adasum%d.%s" % (index, named.get(p, "noname.%d" % i))
+                              for i, p in enumerate(params_all)}
+
+    def synchronize(self):
+        """Nothing to wait for: the exchange happens in step()."""
+
+    @contextlib.contextmanager
+    def skip_synchronize(self):
+        yield
+
+    def step(self, closure=None):
+        loss = closure() if closure is not None else None
+        params = [p for group in self.param_groups for p in group["params"] if p.requires_grad]
+        starts = [p.detach().clone() for p in params]
+        super(self.__class__, self).step()
+        handles = []
+        for p, start in zip(params, starts):
+            delta, ctx = self._compression.compress(p.detach() - start)
+            handles.append((mpi_ops.allreduce_async(delta, name=self._adasum_names[p],
+                                                    op=mpi_ops.Adasum), ctx))
+        error = None
+        for p, start, (handle, ctx) in zip(params, starts, handles):
+            try:
+                combined = self._compression.decompress(mpi_ops.synchronize(handle), ctx)
+            except Exception as e:  # keep waiting for the others
+                error = error or e
+                continue
+            with torch.no_grad():
+                p.copy_(start + combined)
+        if error is not None:
+            raise error
+        return loss
+
+
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
                          backward_passes_per_step=1, op=mpi_ops.Average,
                          gradient_predivide_factor=1.0, num_groups=0, groups=None,
@@ -283,6 +333,11 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     """
     if num_groups < 0:
         raise ValueError("num_groups must be >= 0")
+    if op == mpi_ops.Adasum:
+        cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
+                   dict(_DistributedAdasumOptimizer.__dict__))
+        return cls(optimizer.param_groups, named_parameters, compression,
+                   backward_passes_per_step)
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
     return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
