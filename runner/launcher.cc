@@ -27,8 +27,8 @@
 #include "core/status.h"
 #include "netemu/cluster.h"
 #include "runner/child.h"
+#include "runner/line_prefixer.h"
 #include "runner/metrics_targets.h"
-#include "runner/output.h"
 
 namespace gravac::runner {
 namespace {

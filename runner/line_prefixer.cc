@@ -1,4 +1,4 @@
-#include "runner/output.h"
+#include "runner/line_prefixer.h"
 
 #include <errno.h>
 #include <unistd.h>

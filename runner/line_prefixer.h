@@ -7,8 +7,8 @@
 // stream, adding the missing newline.
 //
 // Thread-safety: not thread-safe; one LinePrefixer per stream, driven by one thread.
-#ifndef GRAVAC_RUNNER_OUTPUT_H_
-#define GRAVAC_RUNNER_OUTPUT_H_
+#ifndef GRAVAC_RUNNER_LINE_PREFIXER_H_
+#define GRAVAC_RUNNER_LINE_PREFIXER_H_
 
 #include <cstddef>
 #include <string>
@@ -40,4 +40,4 @@ void WriteAll(int fd, std::string_view data);
 
 }  // namespace gravac::runner
 
-#endif  // GRAVAC_RUNNER_OUTPUT_H_
+#endif  // GRAVAC_RUNNER_LINE_PREFIXER_H_

@@ -13,7 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "core/status.h"
-#include "daemon/local/server_impl.h"
+#include "daemon/local/worker_server_impl.h"
 
 namespace gravac::daemon {
 namespace internal {

@@ -2,8 +2,8 @@
 //
 // Thread-safety: everything not guarded by mu_ belongs to the server thread (Loop). Other
 // threads only touch mu_-guarded fields and queue work with Post().
-#ifndef GRAVAC_DAEMON_LOCAL_SERVER_IMPL_H_
-#define GRAVAC_DAEMON_LOCAL_SERVER_IMPL_H_
+#ifndef GRAVAC_DAEMON_LOCAL_WORKER_SERVER_IMPL_H_
+#define GRAVAC_DAEMON_LOCAL_WORKER_SERVER_IMPL_H_
 
 #include <condition_variable>
 #include <cstdint>
@@ -136,4 +136,4 @@ class WorkerServerImpl : public std::enable_shared_from_this<WorkerServerImpl> {
 
 }  // namespace gravac::daemon::internal
 
-#endif  // GRAVAC_DAEMON_LOCAL_SERVER_IMPL_H_
+#endif  // GRAVAC_DAEMON_LOCAL_WORKER_SERVER_IMPL_H_

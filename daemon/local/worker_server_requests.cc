@@ -10,7 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "core/absl_compat.h"
 #include "core/ipc/shm_abi.h"
-#include "daemon/local/server_impl.h"
+#include "daemon/local/worker_server_impl.h"
 
 namespace gravac::daemon::internal {
 namespace {

@@ -1,5 +1,5 @@
 // LinePrefixer: whole lines, each with the child's label.
-#include "runner/output.h"
+#include "runner/line_prefixer.h"
 
 #include <string>
 
