@@ -1,6 +1,7 @@
 #include "daemon/engine/spec_agreement.h"
 
 #include <algorithm>
+#include <iterator>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -46,15 +47,9 @@ constexpr AgreedField kFields[] = {
 }  // namespace
 
 std::string_view CollectiveKindName(CollectiveKind kind) {
-  switch (kind) {
-    case CollectiveKind::kAllreduce:
-      return "allreduce";
-    case CollectiveKind::kAllgather:
-      return "allgather";
-    case CollectiveKind::kBroadcast:
-      return "broadcast";
-  }
-  return "?";
+  constexpr std::string_view kNames[] = {"?", "allreduce", "allgather", "broadcast"};
+  const auto i = static_cast<size_t>(kind);
+  return i < std::size(kNames) ? kNames[i] : kNames[0];
 }
 
 absl::Span<const AgreedField> AgreedFields() { return kFields; }

@@ -1,6 +1,7 @@
 #include "daemon/local/local_reduce.h"
 
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -12,24 +13,16 @@ namespace {
 using collectives::DataType;
 
 absl::StatusOr<DataType> DataTypeFromProto(v1::DataType dtype) {
-  switch (dtype) {
-    case v1::FLOAT32:
-      return DataType::kFloat32;
-    case v1::FLOAT64:
-      return DataType::kFloat64;
-    case v1::FLOAT16:
-      return DataType::kFloat16;
-    case v1::BFLOAT16:
-      return DataType::kBFloat16;
-    case v1::INT32:
-      return DataType::kInt32;
-    case v1::INT64:
-      return DataType::kInt64;
-    case v1::UINT8:
-      return DataType::kUInt8;
-    default:
-      return absl::InvalidArgumentError(absl::StrFormat("unknown dtype %d", dtype));
+  static constexpr std::pair<v1::DataType, DataType> kTypes[] = {
+      {v1::FLOAT32, DataType::kFloat32}, {v1::FLOAT64, DataType::kFloat64},
+      {v1::FLOAT16, DataType::kFloat16}, {v1::BFLOAT16, DataType::kBFloat16},
+      {v1::INT32, DataType::kInt32},     {v1::INT64, DataType::kInt64},
+      {v1::UINT8, DataType::kUInt8},
+  };
+  for (const auto& [proto, type] : kTypes) {
+    if (proto == dtype) return type;
   }
+  return absl::InvalidArgumentError(absl::StrFormat("unknown dtype %d", dtype));
 }
 
 uint64_t Elements(absl::Span<const int64_t> shape) {

@@ -36,38 +36,6 @@ using collectives::ReduceOp;
 using ::gravac::testing::IsOk;
 using namespace ::gravac::daemon::testing;  // NOLINT
 
-EngineOptions TopK() {
-  EngineOptions o;
-  o.job.compressor = "topk";
-  o.job.theta_min = 10;
-  o.job.theta_max = 1000;
-  o.job.job_seed = 7;
-  return o;
-}
-
-std::vector<float> Gradient(std::mt19937& rng, int n) {
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> g(n);
-  for (float& x : g) x = dist(rng);
-  return g;
-}
-
-// The step log's lines without their timing fields (" prepare_ms=... start_s=...", this node's
-// own measurements), which every line must carry; the rest is the same on every node.
-std::vector<std::string> ReadLines(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) {
-    const size_t timing = line.find(" prepare_ms=");
-    EXPECT_NE(timing, std::string::npos) << line;
-    EXPECT_NE(line.find(" exchange_ms="), std::string::npos) << line;
-    EXPECT_NE(line.find(" finish_ms="), std::string::npos) << line;
-    EXPECT_NE(line.find(" start_s="), std::string::npos) << line;
-    lines.push_back(line.substr(0, timing));
-  }
-  return lines;
-}
-
 // The test's own model of one node's error feedback for one tensor.
 struct Model {
   std::unique_ptr<kernels::Compressor> compressor;

@@ -62,22 +62,6 @@ EngineOptions Dense() {
   return o;
 }
 
-EngineOptions TopK() {
-  EngineOptions o;
-  o.job.compressor = "topk";
-  o.job.theta_min = 10;
-  o.job.theta_max = 1000;
-  o.job.job_seed = 7;
-  return o;
-}
-
-std::vector<float> Gradient(std::mt19937& rng, int n) {
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> g(n);
-  for (float& x : g) x = dist(rng);
-  return g;
-}
-
 TEST(EngineMetricsTest, DenseStepsCountStepsDenseBytesAndCollectives) {
   NodeMetrics m(2);
   Cluster c({1, 2}, Dense(), m.pointers());

@@ -41,22 +41,6 @@ std::string TempPath(const std::string& name) {
   return absl::StrCat(::testing::TempDir(), "/engine_", name, "_", getpid(), "_");
 }
 
-// The step log's lines without their timing fields (" prepare_ms=... start_s=...", this node's
-// own measurements), which every line must carry; the rest is the same on every node.
-std::vector<std::string> ReadLines(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) {
-    const size_t timing = line.find(" prepare_ms=");
-    EXPECT_NE(timing, std::string::npos) << line;
-    EXPECT_NE(line.find(" exchange_ms="), std::string::npos) << line;
-    EXPECT_NE(line.find(" finish_ms="), std::string::npos) << line;
-    EXPECT_NE(line.find(" start_s="), std::string::npos) << line;
-    lines.push_back(line.substr(0, timing));
-  }
-  return lines;
-}
-
 // Value of element i on node n: small integers, so every sum and type is exact.
 int64_t Value(int n, int i, bool non_negative) {
   const int64_t v = (n + 1) * (i % 7) - (non_negative ? 0 : 3 * n);

@@ -1,10 +1,12 @@
-// Tests of the selection skeleton (SparseSelectionCompressor) for both threshold rules, dgc and
-// redsync: tiny tensors and θ = 1, all-equal magnitudes falling back to the exact top-k,
+// Tests of the selection skeleton (SparseSelectionCompressor) with both threshold rules, dgc and
+// redsync: each rule's count band on normal, heavy-tailed and tied inputs with a threshold-set
+// output, tiny tensors and θ = 1, all-equal magnitudes falling back to the exact top-k,
 // validation naming the tensor and index, the same output on every pool size, CompressFrom as
-// the exact top-k of the first level, and value rounding. Each rule's own band is tested in
-// dgc_test.cc and redsync_test.cc, topk (the skeleton without a rule) in topk_test.cc.
+// the exact top-k of the first level, and value rounding. redsync's other fallback is in
+// redsync_test.cc; topk (the skeleton without a rule) in topk_test.cc.
 #include "kernels/cpu/sparse_selection.h"
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -36,12 +38,51 @@ using testing::Name;
 
 class ThresholdRuleTest : public ::testing::TestWithParam<std::string> {
  protected:
+  bool dgc() const { return GetParam() == "dgc"; }
   std::unique_ptr<SparseSelectionCompressor> New(ValueType type, ThreadPool* pool) const {
     const CompressorOptions options{type, pool};
-    if (GetParam() == "dgc") return std::make_unique<DgcCompressor>(options);
+    if (dgc()) return std::make_unique<DgcCompressor>(options);
     return std::make_unique<RedSyncCompressor>(options);
   }
 };
+
+// The rule's guaranteed count band (dgc: [ceil(0.8k), k]; redsync: [k, 2k)), a threshold-set
+// output, and one pass without fallback where the search must converge.
+TEST_P(ThresholdRuleTest, CountInBandAndThresholdProperty) {
+  ThreadPool pool(2);
+  auto c = New(ValueType::kFloat32, &pool);
+  for (int64_t n : {1009, 65537, (1 << 20) + 7}) {
+    for (Dist dist : {Dist::kNormal, Dist::kLaplace, Dist::kCauchy, Dist::kTies}) {
+      const std::vector<float> x = Make(dist, n, 31 + n);
+      for (double theta : {2.0, 10.0, 100.0, 1000.0}) {
+        SCOPED_TRACE(absl::StrCat("n=", n, " ", Name(dist), " theta=", theta));
+        Compressed out;
+        ASSERT_THAT(c->Compress(x, theta, {"w"}, &out), IsOk());
+        const int64_t k = KeepCount(n, theta);
+        if (dgc()) {
+          EXPECT_GE(out.count(), static_cast<int64_t>(std::ceil(0.8 * k)));
+          EXPECT_LE(out.count(), k);
+        } else {
+          EXPECT_GE(out.count(), k);
+          EXPECT_LT(out.count(), 2 * k);
+        }
+        EXPECT_EQ(out.dense_size, n);
+        EXPECT_FALSE(out.dense);
+        ExpectThresholdSet(x, out);
+        // dgc converges on continuous data; redsync's band starts at mean|x|, which Cauchy data
+        // puts so high that at θ = 10 fewer than k lie above it.
+        const bool converges =
+            n > 100000 &&
+            (dgc() ? dist != Dist::kTies
+                   : (dist == Dist::kNormal || dist == Dist::kLaplace) && theta >= 10.0);
+        if (converges) {
+          EXPECT_FALSE(c->last_stats().fallback);
+          EXPECT_EQ(c->last_stats().full_passes, 1);
+        }
+      }
+    }
+  }
+}
 
 TEST_P(ThresholdRuleTest, AllEqualMagnitudesFallBackToExactTopK) {
   ThreadPool pool(2);
