@@ -292,7 +292,9 @@ absl::StatusOr<std::unique_ptr<ControllerServer>> ControllerServer::Start(
   // gRPC's server default refuses pings more often than every 5 minutes without data and answers
   // GOAWAY "too_many_pings", which dropped every idle daemon after about 40 s.
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
+  builder.AddChannelArgument(
+      GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+      static_cast<int>(absl::ToInt64Milliseconds(options.min_ping_interval)));
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
     return absl::UnavailableError(

@@ -60,6 +60,10 @@ struct ControllerServerOptions {
   CoordinatorOptions coordinator;
   absl::Duration tick = absl::Milliseconds(5);       // join timeouts, delayed deliveries
   absl::Duration shutdown_grace = absl::Seconds(1);  // open streams get this long to end
+  // The shortest interval between a daemon's keepalive pings that the server accepts while no
+  // data flows (daemons ping every 10 s); pings more often count as abuse and three of them end
+  // the connection (GOAWAY "too_many_pings"). Tests scale it down with the daemons' pings.
+  absl::Duration min_ping_interval = absl::Seconds(5);
 };
 
 class ControllerServer {

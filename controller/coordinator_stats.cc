@@ -1,4 +1,5 @@
-// Coordinator: combining the nodes' statistics per step, the policy and decision publication.
+// Coordinator: combining the nodes' statistics per step and feeding the combined steps to the
+// policy (its decisions are published by coordinator_decisions.cc).
 #include <cmath>
 #include <string>
 #include <utility>
@@ -11,26 +12,7 @@ namespace {
 
 bool Finite(double v) { return std::isfinite(v) && v >= 0.0; }
 
-// A gain as the decision log shows it. The policy reports 0 while a gain is undefined (its
-// trackers still filling: warm-up, or a candidate that has just changed), which is no measurement.
-std::string GainText(double gain) {
-  return gain > 0.0 ? absl::StrFormat("%.3f", gain) : "not measured yet";
-}
-
 }  // namespace
-
-JobDecision Coordinator::FromPolicy(const policy::Decision& d, int64_t epoch) const {
-  JobDecision out;
-  out.epoch = epoch;
-  out.first_step = d.first_step;
-  out.theta = d.theta;
-  out.theta_candidate = d.theta_candidate;
-  out.searching = d.searching;
-  out.phase = std::string(policy::PhaseName(d.phase));
-  out.gain_min = d.gain_min;
-  out.gain_c = d.gain_c;
-  return out;
-}
 
 absl::Status Coordinator::ReportStats(const NodeStepStats& stats, int64_t dropped) {
   absl::MutexLock lock(&mu_);
@@ -165,20 +147,6 @@ void Coordinator::ObserveStep(int64_t step, const PendingStep& pending) {
     current_.gain_c = decision->gain_c;
     if (options_.observer != nullptr) options_.observer->OnDecision(current_, false, absl::Now());
   }
-}
-
-void Coordinator::Publish(const JobDecision& decision) {
-  current_ = decision;
-  if (options_.observer != nullptr) options_.observer->OnDecision(decision, true, absl::Now());
-  if (options_.log != nullptr) {
-    GRAVAC_LOG(*options_.log, kInfo,
-               "decision epoch %d from step %d: theta %g theta_c %g phase %s%s gain_min %s "
-               "gain_c %s",
-               decision.epoch, decision.first_step, decision.theta, decision.theta_candidate,
-               decision.phase, decision.searching ? " (searching)" : "",
-               GainText(decision.gain_min), GainText(decision.gain_c));
-  }
-  for (const auto& [id, sub] : subscriptions_) Deliver(id, sub, decision);
 }
 
 }  // namespace gravac::controller

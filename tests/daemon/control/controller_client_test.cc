@@ -360,16 +360,20 @@ TEST(ControllerClient, ControllerRestartKeepsDecisionsAndRejoins) {
 }
 
 // Idle daemons ping the controller; gRPC's server default (pings at most every 5 minutes without
-// data, then GOAWAY "too_many_pings") dropped them after a few pings. With pings every 6 s the
-// third one came at 18 s; nothing may reconnect within 26 s.
+// data, then GOAWAY "too_many_pings" at the third) dropped them after a few pings. The production
+// intervals (daemons every 10 s, server minimum 5 s) scaled down 10x: pings every 1 s against a
+// 500 ms minimum; without the server's setting the third ping at 3 s would end the connection,
+// so nothing may reconnect within 4.5 s.
 TEST(ControllerClient, IdleDaemonsSurviveKeepalivePings) {
-  ASSERT_OK_AND_ASSIGN(auto server, ControllerServer::Start(ServerOptions(2)));
+  ControllerServerOptions server_options = ServerOptions(2);
+  server_options.min_ping_interval = absl::Milliseconds(500);
+  ASSERT_OK_AND_ASSIGN(auto server, ControllerServer::Start(server_options));
   std::vector<std::unique_ptr<ControllerClient>> clients;
   for (int i = 0; i < 2; ++i) {
     ControllerClientOptions o;
     o.address = absl::StrFormat("127.0.0.1:%d", server->port());
     o.log = TestLog();
-    o.keepalive_time = absl::Seconds(6);
+    o.keepalive_time = absl::Seconds(1);
     ASSERT_OK_AND_ASSIGN(auto c, ControllerClient::Create(o));
     clients.push_back(std::move(c));
   }
@@ -377,7 +381,7 @@ TEST(ControllerClient, IdleDaemonsSurviveKeepalivePings) {
   ASSERT_THAT(joined[0], IsOk());
   ASSERT_THAT(joined[1], IsOk());
   for (auto& c : clients) c->Start();
-  absl::SleepFor(absl::Seconds(26));
+  absl::SleepFor(absl::Milliseconds(4500));
   for (auto& c : clients) {
     EXPECT_EQ(c->reconnects(), 0);
     c->Shutdown();
