@@ -67,7 +67,8 @@ GravacPolicy::GravacPolicy(PolicyConfig config)
       norm_g_(config_.window, config_.alpha),
       norm_min_(config_.window, config_.alpha),
       norm_c_(config_.window, config_.alpha),
-      theta_c_(config_.theta_min) {
+      theta_c_(config_.theta_min),
+      theta_since_(-config_.min_dwell) {
   current_.theta = config_.theta_min;
   current_.theta_candidate = config_.theta_min;
 }
@@ -143,10 +144,12 @@ void GravacPolicy::EndPeriod(int64_t next_step) {
   }
 }
 
+bool GravacPolicy::Measured() const {
+  return observed_ >= config_.window && norm_g_.full() && norm_min_.full() && norm_c_.full();
+}
+
 double GravacPolicy::Choose(std::optional<double> gain_min, std::optional<double> gain_c) const {
-  if (observed_ < config_.window || !norm_g_.full() || !norm_min_.full() || !norm_c_.full()) {
-    return config_.theta_min;
-  }
+  if (!Measured()) return config_.theta_min;
   if (gain_c.value_or(0.0) >= config_.epsilon) return theta_c_;
   if (gain_min.value_or(0.0) >= config_.epsilon) return config_.theta_min;
   return ThroughputTable::kDense;
@@ -180,7 +183,11 @@ absl::StatusOr<Decision> GravacPolicy::Observe(const StepStats& s) {
 
   Decision next = current_;
   next.theta = Dwell(Choose(gain_min, gain_c));
-  if (next.theta != current_.theta) theta_since_ = observed_;
+  if (next.theta != current_.theta) {
+    // Only a θ the gains picked starts a dwell; a fallback while a tracker fills does not, so a
+    // new candidate is taken up as soon as it is measured.
+    theta_since_ = Measured() ? observed_ : observed_ - config_.min_dwell;
+  }
   next.theta_candidate = theta_c_;
   next.searching = searching_;
   next.phase = !searching_                  ? Phase::kDone

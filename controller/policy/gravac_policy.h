@@ -38,12 +38,14 @@
 //     *After the search stops θ_c stays fixed, its tracker keeps filling from the candidate
 //     norms, and ε still guards every step: it falls back to θ_min or dense when gain_c drops.
 //     While θ_c = θ_min the decision is θ_min (compressed and sent), never "send nothing".
-//     *Dwell (PolicyConfig::min_dwell, D): once θ changes, the new θ is kept for at least D
-//     observed steps whatever the gains say; then the rule above decides again. Without it a
-//     gain that hovers at ε flips θ between θ_c and θ_min every step or two, and every flip is a
-//     new epoch the daemons must adopt. The dwell never holds a θ the search has left (an old
-//     θ_c after the candidate changed): the rule decides at once. D = 0 (or 1) is the paper's
-//     per-step choice.
+//     *Dwell (PolicyConfig::min_dwell, D): once the gains (all trackers full) change θ, the new
+//     θ is kept for at least D observed steps whatever the gains say; then the rule above
+//     decides again. Without it a gain that hovers at ε flips θ between θ_c and θ_min every step
+//     or two, and every flip is a new epoch the daemons must adopt. The dwell never holds a θ
+//     the search has left (an old θ_c after the candidate changed), and a fallback to θ_min
+//     while a tracker fills (warm-up, a new candidate) starts no dwell, so each candidate is
+//     used as soon as its gain is measured, however long D is against T_eval. D = 0 (or 1) is
+//     the paper's per-step choice.
 //  7. The Decision's epoch increments, with first_step = s + 1, whenever any of theta,
 //     theta_candidate, searching or phase differs from the current decision. gain_min and gain_c
 //     are refreshed every step and do not by themselves start a new epoch.
@@ -132,6 +134,8 @@ class GravacPolicy {
   void RecordThroughput(const StepStats& stats, std::optional<double> gain_min,
                         std::optional<double> gain_c);
   void EndPeriod(int64_t next_step);
+  // Warm-up over and every tracker full: the gains are defined and the rule may use them.
+  bool Measured() const;
   double Choose(std::optional<double> gain_min, std::optional<double> gain_c) const;
   // Choose's θ, or the θ in force while it is within its dwell and still a valid choice.
   double Dwell(double chosen) const;
@@ -147,7 +151,8 @@ class GravacPolicy {
   bool searching_ = true;
   int64_t observed_ = 0;
   int64_t last_step_ = -1;
-  int64_t theta_since_ = 0;  // observed_ when current_.theta took effect
+  // observed_ when the dwell of current_.theta began (-min_dwell: none, free to change).
+  int64_t theta_since_;
 };
 
 }  // namespace gravac::policy

@@ -400,18 +400,29 @@ TEST(GravacPolicyTest, DwellNeverHoldsACandidateTheSearchLeft) {
   // However long the dwell, θ = 20 is not held past the boundary: the rule falls back to θ_min
   // while the new candidate's tracker fills.
   Driver drv(SmallConfig(/*alpha=*/0.05, /*min_dwell=*/1000));
-  Decision d;
-  for (int i = 0; i < 40; ++i) d = drv.StepOk(0.9, 0.8);
-  // The dwell held θ_min (chosen at step 0) through the whole period: 40 steps < 1000.
-  EXPECT_EQ(d.theta, 10.0);
-  Driver short_dwell(SmallConfig(/*alpha=*/0.05, /*min_dwell=*/5));
   std::vector<Decision> ds;
-  for (int i = 0; i < 41; ++i) ds.push_back(short_dwell.StepOk(0.9, 0.8));
-  EXPECT_EQ(ds[23].theta, 20.0);  // chosen as soon as its tracker is full, θ_min's dwell over
+  for (int i = 0; i < 41; ++i) ds.push_back(drv.StepOk(0.9, 0.8));
+  EXPECT_EQ(ds[22].theta, 10.0);
+  EXPECT_EQ(ds[23].theta, 20.0);  // chosen as soon as its tracker is full
   EXPECT_EQ(ds[38].theta, 20.0);
   EXPECT_EQ(ds[39].theta_candidate, 40.0);
   EXPECT_EQ(ds[39].theta, 10.0);  // the old candidate is dropped at once, dwell or not
   EXPECT_EQ(ds[40].theta, 10.0);
+}
+
+// A dwell as long as the period (the README's job: min_dwell 25, eval_steps 25) must not keep
+// the fallback to θ_min at a boundary in force until the next boundary: then no candidate past
+// the first would ever be sent or measured, and the search would walk to θ_max at θ_min.
+TEST(GravacPolicyTest, DwellDoesNotStarveNewCandidates) {
+  Driver drv(SmallConfig(/*alpha=*/0.05, /*min_dwell=*/20));
+  std::vector<Decision> ds;
+  for (int i = 0; i < 64; ++i) ds.push_back(drv.StepOk(0.9, 0.8));
+  EXPECT_EQ(ds[23].theta, 20.0);
+  EXPECT_EQ(ds[39].theta, 10.0);  // boundary: θ_c = 40, its tracker empty
+  EXPECT_EQ(ds[43].theta, 40.0);  // measured after 4 steps and sent, θ_min's fallback not held
+  EXPECT_EQ(ds[59].theta_candidate, 80.0);
+  EXPECT_EQ(ds[63].theta, 80.0);
+  EXPECT_EQ(drv.policy().throughput_table().entries().size(), 3u);  // 10, 20, 40 measured
 }
 
 TEST(GravacPolicyTest, DwellHoldsDenseToo) {
