@@ -88,6 +88,8 @@ absl::StatusOr<ControllerServerOptions> OptionsFromSettings(const Settings& s, L
   p.window = static_cast<int>(window);
   ASSIGN_OR_RETURN(p.alpha, s.GetDouble("alpha"));
   ASSIGN_OR_RETURN(p.eval_steps, s.GetInt("eval_steps"));
+  ASSIGN_OR_RETURN(int64_t min_dwell, s.GetInt("min_dwell"));
+  p.min_dwell = static_cast<int>(min_dwell);
   ASSIGN_OR_RETURN(std::string norm_mode, s.GetString("norm_mode"));
   ASSIGN_OR_RETURN(p.norm_mode, policy::ParseNormMode(norm_mode));
   RETURN_IF_ERROR(p.Validate());

@@ -31,6 +31,7 @@ inline constexpr double kScale = 2.0;
 inline constexpr int kWindow = 25;
 inline constexpr double kAlpha = 0.05;
 inline constexpr int64_t kEvalSteps = 500;
+inline constexpr int kMinDwell = 25;  // not the reference's: it has no dwell (0)
 inline constexpr std::string_view kNormMode = "sum_layer_l2";
 inline constexpr uint64_t kJobSeed = 0;
 }  // namespace job_defaults
@@ -55,6 +56,10 @@ inline constexpr SettingSpec kJobSettings[] = {
     {"window", "GRAVAC_WINDOW", "25", "tracker window and warm-up, in steps", SettingType::kInt},
     {"alpha", "GRAVAC_ALPHA", "0.05", "tracker smoothing", SettingType::kDouble},
     {"eval_steps", "GRAVAC_EVAL_STEPS", "500", "steps per candidate", SettingType::kInt},
+    {"min_dwell", "GRAVAC_MIN_DWELL", "25",
+     "steps a theta the gains chose is held before they may change it (0: the paper's per-step "
+     "choice)",
+     SettingType::kInt},
     {"norm_mode", "GRAVAC_NORM_MODE", "sum_layer_l2", "sum_layer_l2 | global_squared_l2",
      SettingType::kString},
     {"job_seed", "GRAVAC_JOB_SEED", "0", "seed of randomised compressors", SettingType::kInt},

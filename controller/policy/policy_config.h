@@ -53,7 +53,7 @@ struct PolicyConfig {
   // Hysteresis of the per-step choice: a θ chosen among θ_min, θ_c and dense is kept for at
   // least this many observed steps before the gains may change it (GravacPolicy, step 6).
   // 0 (or 1) is the paper's choice, free to change every step.
-  int min_dwell = 25;
+  int min_dwell = job_defaults::kMinDwell;
   NormMode norm_mode = job_defaults::kNormMode == "global_squared_l2" ? NormMode::kGlobalSquaredL2
                                                                       : NormMode::kSumOfLayerL2;
 
