@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages gravac builds and tests with (list: docs/ARCHITECTURE.md,
 # ../shared/DESIGN.md). Idempotent: runs `apt-get update` at most once and installs only the
-# packages that are missing. Needs root (or sudo).
+# packages that are missing, then the npm tools of tests/deploy (tests/deploy/tools/install.sh).
+# Needs root (or sudo).
 set -euo pipefail
 
 packages=(
@@ -22,6 +23,16 @@ packages=(
   prometheus
   libopenmpi-dev openmpi-bin
 )
+# tests/deploy: node and npm run the offline Kubernetes schema validators (tools/install.sh, run
+# at the end). GRAVAC_DEPLOY_TOOLS=0 skips them (deploy/Dockerfile's build stage does).
+deploy_tools="${GRAVAC_DEPLOY_TOOLS:-1}"
+if [ "$deploy_tools" = 1 ] && ! command -v npm >/dev/null; then packages+=(nodejs npm); fi
+# tests/deploy/test_container.py (ctest -C container): builds and runs the real image. Opt in with
+# GRAVAC_WITH_CONTAINERS=1 (../shared/CONTAINERS.md has the recipe these serve).
+if [ "${GRAVAC_WITH_CONTAINERS:-0}" = 1 ]; then
+  packages+=(podman buildah mmdebstrap runc uidmap containernetworking-plugins
+             golang-github-containers-common fuse-overlayfs)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -30,8 +41,10 @@ for p in "${packages[@]}"; do
   fi
 done
 
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install_deps: all ${#packages[@]} packages present"
+  if [ "$deploy_tools" = 1 ]; then bash "$root/tests/deploy/tools/install.sh"; fi
   exit 0
 fi
 
@@ -41,3 +54,4 @@ echo "install_deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if [ "$deploy_tools" = 1 ]; then bash "$root/tests/deploy/tools/install.sh"; fi

@@ -1,15 +1,21 @@
 """deploy/: the Kubernetes manifests agree with each other and with the programs, and their
 commands, run as processes on an emulated cluster, train a real job.
 
-No Kubernetes runs here. The emulated run plays the kubelet for the subset of the Pod spec the
-manifests use (command, args, env with values and fieldRefs, envFrom of ConfigMaps, hostPath
-volumes, the Service's name and ports) and fails on anything else, so a manifest that grows a
-field this emulation does not understand fails here instead of being run wrongly:
+The manifests are the CPU overlay as `kubectl kustomize deploy/kubernetes/overlays/cpu` renders
+it (manifests.py). No Kubernetes runs here. The emulated run plays the kubelet for the subset of
+the Pod spec the manifests use (command, args, env with values, $(VAR) references and fieldRefs,
+envFrom of ConfigMaps, emptyDir volumes, a native sidecar started before the main container and
+waited for with its startup probe, the Service's name and ports) and fails on anything else, so a
+manifest that grows a field this emulation does not understand fails here instead of being run
+wrongly:
 - every pod runs in a network namespace of its node (gravac-netemu, 1 Gbit/s links, eth0 as in a
-  pod): the controller pod on node 0, a gravacd and one Job pod on each of nodes 1 and 2;
+  pod): the controller pod on node 0, one Job pod (gravacd sidecar + workers) on each of nodes 1
+  and 2;
 - the image's /usr/local is a prefix that `cmake --install` of this build filled;
-- a hostPath volume is a folder per emulated node, so a pod sees the folder of its own node only;
+- an emptyDir volume is a folder per pod, which only that pod's containers see;
 - the Service name resolves to the controller pod's address and its port to the target port.
+The security context is not emulated (the processes run as the test's user); the container test
+(test_container.py) runs the real image as its non-root user.
 
 Environment (tests/deploy/CMakeLists.txt): GRAVAC_BUILD_DIR, GRAVAC_SOURCE_DIR, GRAVAC_CMAKE.
 The prefix comes from tests/install/installed.py.
@@ -18,20 +24,19 @@ The prefix comes from tests/install/installed.py.
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 import pytest
-import yaml
 
 SOURCE_DIR = os.environ["GRAVAC_SOURCE_DIR"]
 sys.path.insert(0, os.path.join(SOURCE_DIR, "tests", "install"))
 from installed import environment, install  # noqa: E402
+from manifests import find, plain_env, render_overlay  # noqa: E402
 
 DEPLOY = os.path.join(SOURCE_DIR, "deploy")
-MANIFESTS = os.path.join(DEPLOY, "kubernetes")
+BASE = os.path.join(DEPLOY, "kubernetes", "base")
 IMAGE_PREFIX = "/usr/local"
 COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 JOB_TIMEOUT_S = 240
@@ -39,44 +44,30 @@ JOB_TIMEOUT_S = 240
 # ---------------------------------------------------------------------------------------------
 # The manifests
 
-
-def load_objects():
-    with open(os.path.join(MANIFESTS, "kustomization.yaml")) as f:
-        kustomization = yaml.safe_load(f)
-    objects = {}
-    for resource in kustomization["resources"]:
-        with open(os.path.join(MANIFESTS, resource)) as f:
-            for doc in yaml.safe_load_all(f):
-                key = (doc["kind"], doc["metadata"]["name"])
-                assert key not in objects, "%s %s defined twice" % key
-                objects[key] = doc
-    return kustomization, objects
+OBJECTS = render_overlay("cpu")
+CONFIG = find(OBJECTS, "ConfigMap")
+CONTROLLER = find(OBJECTS, "Deployment")
+SERVICE = find(OBJECTS, "Service")
+JOB = find(OBJECTS, "Job")
 
 
-KUSTOMIZATION, OBJECTS = load_objects()
+def containers(workload):
+    spec = workload["spec"]["template"]["spec"]
+    return spec.get("initContainers", []) + spec["containers"]
 
 
-def one(kind):
-    found = [o for (k, _), o in OBJECTS.items() if k == kind]
-    assert len(found) == 1, "expected one %s, found %d" % (kind, len(found))
+def container(workload, name=None):
+    found = [c for c in containers(workload) if name is None or c["name"] == name]
+    assert len(found) == 1, (workload["metadata"]["name"], name)
     return found[0]
 
 
-CONFIG = one("ConfigMap")
-CONTROLLER = one("Deployment")
-SERVICE = one("Service")
-DAEMONS = one("DaemonSet")
-JOB = one("Job")
+def gravacd():
+    return container(JOB, "gravacd")
 
 
-def container(workload):
-    containers = workload["spec"]["template"]["spec"]["containers"]
-    assert len(containers) == 1, workload["metadata"]["name"]
-    return containers[0]
-
-
-def plain_env(c):
-    return {e["name"]: e["value"] for e in c.get("env", []) if "value" in e}
+def workers():
+    return container(JOB, "workers")
 
 
 def port_of(c, name):
@@ -90,17 +81,27 @@ def address_port(value):
     return host, int(port)
 
 
+def project_version():
+    with open(os.path.join(SOURCE_DIR, "CMakeLists.txt")) as f:
+        return re.search(r"project\(gravac VERSION ([0-9.]+)", f.read()).group(1)
+
+
 # ---------------------------------------------------------------------------------------------
 # Static checks
 
 
-def test_the_kustomization_lists_every_manifest_and_names_the_image():
-    files = sorted(f for f in os.listdir(MANIFESTS)
-                   if f.endswith(".yaml") and f != "kustomization.yaml")
-    assert sorted(KUSTOMIZATION["resources"]) == files
-    images = {i["name"] for i in KUSTOMIZATION["images"]}
-    for workload in (CONTROLLER, DAEMONS, JOB):
-        assert container(workload)["image"] in images, workload["metadata"]["name"]
+def test_the_base_lists_every_manifest_and_the_overlays_tag_the_projects_version():
+    import yaml
+    with open(os.path.join(BASE, "kustomization.yaml")) as f:
+        kustomization = yaml.safe_load(f)
+    files = sorted(f for f in os.listdir(BASE) if f.endswith(".yaml") and f not in (
+        "kustomization.yaml", *kustomization["configurations"]))
+    assert sorted(kustomization["resources"]) == files
+    for workload in (CONTROLLER, JOB):
+        for c in containers(workload):
+            assert c["image"] == "gravac:" + project_version(), c["image"]
+    for c in containers(find(render_overlay("gpu"), "Job")):
+        assert c["image"] == "gravac:%s-cuda" % project_version(), c["image"]
 
 
 def test_the_service_selects_the_controller_and_reaches_its_ports():
@@ -113,14 +114,14 @@ def test_the_service_selects_the_controller_and_reaches_its_ports():
     env = plain_env(c)
     assert address_port(env["GRAVAC_CONTROLLER_LISTEN"])[1] == port_of(c, "grpc")
     assert address_port(env["GRAVAC_CONTROLLER_METRICS_ADDRESS"])[1] == port_of(c, "metrics")
-    assert container(CONTROLLER)["readinessProbe"]["tcpSocket"]["port"] == "grpc"
+    assert c["readinessProbe"]["tcpSocket"]["port"] == "grpc"
 
 
 def test_prometheus_annotations_name_the_ports_the_processes_serve_metrics_on():
-    for workload, variable in ((CONTROLLER, "GRAVAC_CONTROLLER_METRICS_ADDRESS"),
-                               (DAEMONS, "GRAVAC_METRICS_ADDRESS")):
+    for workload, c, variable in (
+            (CONTROLLER, container(CONTROLLER), "GRAVAC_CONTROLLER_METRICS_ADDRESS"),
+            (JOB, gravacd(), "GRAVAC_METRICS_ADDRESS")):
         annotations = workload["spec"]["template"]["metadata"]["annotations"]
-        c = container(workload)
         served = address_port(plain_env(c)[variable])[1]
         assert annotations["prometheus.io/scrape"] == "true"
         assert int(annotations["prometheus.io/port"]) == served == port_of(c, "metrics")
@@ -133,31 +134,36 @@ def service_address():
 
 
 def test_daemons_and_workers_name_the_controller_service():
-    assert plain_env(container(DAEMONS))["GRAVAC_CONTROLLER"] == service_address()
-    assert plain_env(container(JOB))["GRAVAC_CONTROLLER"] == service_address()
+    assert plain_env(gravacd())["GRAVAC_CONTROLLER"] == service_address()
+    assert plain_env(workers())["GRAVAC_CONTROLLER"] == service_address()
 
 
-def socket_host_folder(workload):
-    c = container(workload)
+def socket_volume(c):
     sock = plain_env(c)["GRAVAC_DAEMON_SOCKET"]
-    volumes = {v["name"]: v for v in workload["spec"]["template"]["spec"]["volumes"]}
+    volumes = {v["name"]: v for v in JOB["spec"]["template"]["spec"]["volumes"]}
     for mount in c["volumeMounts"]:
         if os.path.dirname(sock) == mount["mountPath"].rstrip("/"):
-            return volumes[mount["name"]]["hostPath"]["path"], os.path.basename(sock)
+            return volumes[mount["name"]], sock
     raise AssertionError("%s: the socket %s is in no mounted volume" % (c["name"], sock))
 
 
-def test_workers_find_their_nodes_daemon_socket():
-    assert socket_host_folder(DAEMONS) == socket_host_folder(JOB)
-    daemon_spec = DAEMONS["spec"]["template"]["spec"]
-    job_spec = JOB["spec"]["template"]["spec"]
-    assert daemon_spec["nodeSelector"] == job_spec["nodeSelector"]
-    for workload in (DAEMONS, JOB):
-        refs = [r["configMapRef"]["name"] for r in container(workload)["envFrom"]]
-        assert refs == [CONFIG["metadata"]["name"]], workload["metadata"]["name"]
-        # Neither pod needs the host's IPC or network namespace: memfd segments cross the socket.
-        spec = workload["spec"]["template"]["spec"]
-        assert not spec.get("hostIPC") and not spec.get("hostNetwork")
+def test_workers_find_their_pods_gravacd_socket():
+    """gravacd is a native sidecar: an init container that keeps running, started first and
+    waited for by its startup probe; the socket is in an emptyDir both containers mount."""
+    sidecar = gravacd()
+    spec = JOB["spec"]["template"]["spec"]
+    assert spec["initContainers"] == [sidecar]
+    assert sidecar["restartPolicy"] == "Always"
+    assert sidecar["startupProbe"]["tcpSocket"]["port"] == "metrics"
+    volume, sock = socket_volume(sidecar)
+    assert (volume, sock) == socket_volume(workers())
+    assert set(volume) == {"name", "emptyDir"}
+    for c in (sidecar, workers()):
+        refs = [r["configMapRef"]["name"] for r in c["envFrom"]]
+        assert refs == [CONFIG["metadata"]["name"]], c["name"]
+    # Neither container needs the host's IPC or network namespace: memfd segments cross the
+    # socket.
+    assert not spec.get("hostIPC") and not spec.get("hostNetwork")
 
 
 def test_the_job_runs_one_pod_per_node_of_the_config():
@@ -173,12 +179,12 @@ def test_the_job_runs_one_pod_per_node_of_the_config():
         "batch.kubernetes.io/job-name": JOB["metadata"]["name"]}
     # gravacrun --node: this node's ranks of --np over --nodes, the node index from the pod's
     # completion index, no controller or daemon of its own.
-    command = container(JOB)["command"]
+    command = workers()["command"]
     assert command[0] == IMAGE_PREFIX + "/bin/gravacrun"
     flags = dict(a[2:].split("=", 1) for a in command[1:command.index("--")])
     local_size = int(CONFIG["data"]["GRAVAC_LOCAL_SIZE"])
     assert flags == {"np": str(nodes * local_size), "nodes": str(nodes)}
-    node_env = [e for e in container(JOB)["env"] if e["name"] == "GRAVACRUN_NODE"]
+    node_env = [e for e in workers()["env"] if e["name"] == "GRAVACRUN_NODE"]
     assert node_env[0]["valueFrom"]["fieldRef"]["fieldPath"] == COMPLETION_INDEX
 
 
@@ -193,15 +199,16 @@ def prefix(tmp_path_factory):
 
 
 def test_every_program_the_manifests_run_is_in_the_image(prefix):
-    for workload in (CONTROLLER, DAEMONS, JOB):
-        for arg in container(workload)["command"]:
-            if arg.startswith(IMAGE_PREFIX + "/"):
-                assert os.path.isfile(image_path(arg, prefix)), arg
+    for workload in (CONTROLLER, JOB):
+        for c in containers(workload):
+            for arg in c["command"]:
+                if arg.startswith(IMAGE_PREFIX + "/"):
+                    assert os.path.isfile(image_path(arg, prefix)), arg
 
 
 def test_the_controller_runs_the_policy_the_training_script_expects(prefix):
     """The ConfigMap's GraVAC settings equal the flags the script asks its job to run with."""
-    c = container(JOB)
+    c = workers()
     script = image_path(c["command"][-1], prefix)
     done = subprocess.run([sys.executable, script] + c["args"] + ["--print-gravacrun-args"],
                           env=environment(prefix), capture_output=True, text=True, timeout=60)
@@ -240,7 +247,7 @@ def test_the_dockerfile_builds_with_the_projects_own_scripts_and_options():
 
 
 class Kubelet:
-    """Starts the manifests' containers as processes in the emulated nodes' namespaces."""
+    """Starts the manifests' pods as processes in the emulated nodes' namespaces."""
 
     def __init__(self, prefix, netemu, cluster, addresses, work):
         self.prefix, self.netemu, self.cluster = prefix, netemu, cluster
@@ -248,15 +255,10 @@ class Kubelet:
         self.services = {}  # Service name -> {port: target address}
         self.processes = []
 
-    def node_folder(self, node, host_path):
-        path = os.path.join(self.work, "node%d" % node, host_path.lstrip("/"))
-        os.makedirs(path, exist_ok=True)
-        return path
-
-    def translate(self, value, node, mounts):
-        for mount_path, host_folder in mounts.items():
+    def translate(self, value, mounts):
+        for mount_path, folder in mounts.items():
             if value == mount_path or value.startswith(mount_path.rstrip("/") + "/"):
-                return host_folder + value[len(mount_path.rstrip("/")):]
+                return folder + value[len(mount_path.rstrip("/")):]
         if value.startswith(IMAGE_PREFIX + "/"):
             return image_path(value, self.prefix)
         host, sep, port = value.rpartition(":")
@@ -264,36 +266,40 @@ class Kubelet:
             return self.services[host][int(port)]
         return value
 
-    def start(self, workload, node, name, index=None):
-        spec = workload["spec"]["template"]["spec"]
-        supported_spec = {"containers", "volumes", "nodeSelector", "affinity", "restartPolicy"}
-        assert set(spec) <= supported_spec, set(spec) - supported_spec
-        c = container(workload)
-        supported = {"name", "image", "command", "args", "env", "envFrom", "ports",
-                     "volumeMounts", "readinessProbe", "resources", "securityContext"}
+    def start_container(self, c, spec, node, pod, index):
+        supported = {"name", "image", "imagePullPolicy", "command", "args", "env", "envFrom",
+                     "ports", "volumeMounts", "startupProbe", "readinessProbe", "livenessProbe",
+                     "resources", "securityContext", "restartPolicy"}
         assert set(c) <= supported, set(c) - supported
         volumes = {v["name"]: v for v in spec.get("volumes", [])}
         mounts = {}
         for mount in c.get("volumeMounts", []):
             volume = volumes[mount["name"]]
-            assert set(volume) == {"name", "hostPath"}, volume
-            mounts[mount["mountPath"]] = self.node_folder(node, volume["hostPath"]["path"])
+            assert set(volume) == {"name", "emptyDir"}, volume
+            folder = os.path.join(self.work, pod, volume["name"])  # one per pod
+            os.makedirs(folder, exist_ok=True)
+            mounts[mount["mountPath"]] = folder
         fields = {"spec.nodeName": "k8s-node-%d" % node, "status.podIP": self.addresses[node],
-                  "metadata.name": name}
-        env = environment(self.prefix)
+                  "metadata.name": pod}
+        env = {}  # the container's environment as the manifest gives it
         if index is not None:  # an Indexed Job's pod
             fields[COMPLETION_INDEX] = str(index)
             env["JOB_COMPLETION_INDEX"] = str(index)
         for ref in c.get("envFrom", []):
-            config = OBJECTS[("ConfigMap", ref["configMapRef"]["name"])]
+            config = find(OBJECTS, "ConfigMap", ref["configMapRef"]["name"])
             env.update({k: str(v) for k, v in config["data"].items()})
         for e in c.get("env", []):
             if "value" in e:
-                env[e["name"]] = str(e["value"])
+                value = str(e["value"])
+                for name in re.findall(r"\$\((\w+)\)", value):  # Kubernetes' $(VAR) expansion
+                    value = value.replace("$(%s)" % name, env[name])
+                env[e["name"]] = value
             else:
                 env[e["name"]] = fields[e["valueFrom"]["fieldRef"]["fieldPath"]]
-        env = {k: self.translate(v, node, mounts) for k, v in env.items()}
-        argv = [self.translate(a, node, mounts) for a in c["command"] + c.get("args", [])]
+        env = {k: self.translate(v, mounts) for k, v in env.items()}
+        env = {**environment(self.prefix), **env}  # the image's own PATH and PYTHONPATH
+        argv = [self.translate(a, mounts) for a in c["command"] + c.get("args", [])]
+        name = "%s-%s" % (pod, c["name"])
         log = open(os.path.join(self.work, name + ".log"), "w")
         proc = subprocess.Popen([self.netemu, "run", self.cluster, str(node), "--"] + argv,
                                 env=env, stdout=log, stderr=subprocess.STDOUT,
@@ -301,15 +307,34 @@ class Kubelet:
         self.processes.append((name, proc))
         return proc
 
+    def start(self, workload, node, pod, index=None):
+        """Starts the pod's sidecars, waits for their startup probes, then its containers;
+        returns the processes of its main containers and of its sidecars."""
+        spec = workload["spec"]["template"]["spec"]
+        supported_spec = {"containers", "initContainers", "volumes", "nodeSelector", "affinity",
+                          "restartPolicy", "securityContext", "automountServiceAccountToken",
+                          "enableServiceLinks"}
+        assert set(spec) <= supported_spec, set(spec) - supported_spec
+        sidecars = []
+        for c in spec.get("initContainers", []):
+            assert c.get("restartPolicy") == "Always", "only native sidecars are emulated"
+            sidecars.append(self.start_container(c, spec, node, pod, index))
+            probe = c["startupProbe"]["tcpSocket"]["port"]
+            wait_ready(self, node, "%s:%d" % (self.addresses[node], port_of(c, probe)))
+        main = [self.start_container(c, spec, node, pod, index) for c in spec["containers"]]
+        return main, sidecars
+
     def log(self, name):
         with open(os.path.join(self.work, name + ".log")) as f:
             return f.read()
 
-    def run_in(self, node, code, timeout=30):
-        done = subprocess.run([self.netemu, "run", self.cluster, str(node), "--",
-                               sys.executable, "-c", code], capture_output=True, text=True,
-                              timeout=timeout)
+    def run_in(self, node, argv, timeout=30):
+        done = subprocess.run([self.netemu, "run", self.cluster, str(node), "--"] + argv,
+                              capture_output=True, text=True, timeout=timeout)
         return done.returncode, done.stdout + done.stderr
+
+    def run_python_in(self, node, code, timeout=30):
+        return self.run_in(node, [sys.executable, "-c", code], timeout)
 
     def stop_all(self):
         for _, proc in self.processes:
@@ -319,16 +344,22 @@ class Kubelet:
 
 
 def wait_ready(kubelet, node, address, timeout_s=30):
-    """The readiness probe: a TCP connect to the address from a node."""
+    """A tcpSocket probe: a TCP connect to the address from a node."""
     host, port = address_port(address)
     code = ("import socket; socket.create_connection((%r, %d), timeout=1).close()"
             % (host, port))
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if kubelet.run_in(node, code)[0] == 0:
+        if kubelet.run_python_in(node, code)[0] == 0:
             return
         time.sleep(0.5)
     raise AssertionError("nothing listens on %s after %d s" % (address, timeout_s))
+
+
+def listening_ports(kubelet, node):
+    rc, out = kubelet.run_in(node, ["ss", "-ltnH"])
+    assert rc == 0, out
+    return {int(m) for m in re.findall(r"^\S+\s+\d+\s+\d+\s+\S+:(\d+)\s", out, re.M)}
 
 
 @pytest.fixture
@@ -360,38 +391,53 @@ def test_emulated_the_manifests_train_the_digits_job_across_two_nodes(prefix, cl
         target = port_of(container(CONTROLLER), port["targetPort"])
         service_ports[port["port"]] = "%s:%d" % (addresses[0], target)
     kubelet.services[SERVICE["metadata"]["name"]] = service_ports
+    low, high = map(int, plain_env(gravacd())["UCX_TCP_PORT_RANGE"].split("-"))
+    metrics_port = port_of(gravacd(), "metrics")
     try:
         kubelet.start(CONTROLLER, 0, "controller")
         wait_ready(kubelet, 1, "%s:%d" % (addresses[0], grpc))
-        daemons = [kubelet.start(DAEMONS, n, "gravacd-%d" % n) for n in (1, 2)]
         pods = [kubelet.start(JOB, n, "worker-%d" % index, index=index)
                 for index, n in enumerate((1, 2))]
-        for index, pod in enumerate(pods):
-            rc = pod.wait(timeout=JOB_TIMEOUT_S)
-            assert rc == 0, kubelet.log("worker-%d" % index) + kubelet.log("gravacd-1")
+        # What gravacd listens on while the job runs: its metrics port and the data plane,
+        # within the range the NetworkPolicy opens.
+        listening = set()
+        while pods[0][0][0].poll() is None:
+            listening |= listening_ports(kubelet, 1)
+            time.sleep(1)
+        for index, (main, _) in enumerate(pods):
+            rc = main[0].wait(timeout=JOB_TIMEOUT_S)
+            assert rc == 0, kubelet.log("worker-%d-workers" % index) + kubelet.log(
+                "worker-%d-gravacd" % index)
 
-        first = kubelet.log("worker-0")
+        first = kubelet.log("worker-0-workers")
         epochs = re.findall(r"^\[rank 0\] epoch +(\d+) .* acc ([0-9.]+) +θ (\S+) .* gain ([0-9.]+)",
                             first, re.M)
         assert len(epochs) >= 5, first  # θ and gain came from the controller over the Service
         final = re.search(r"^\[rank 0\] done: mode gravac, final accuracy ([0-9.]+)", first, re.M)
         assert final and float(final.group(1)) >= 0.9, first
+        data_plane = listening - {metrics_port}
+        assert data_plane and all(low <= p <= high for p in data_plane), (listening, low, high)
 
         # The controller's metrics, through the Service's metrics port, from a node.
         metrics = service_ports[[p["port"] for p in SERVICE["spec"]["ports"]
                                  if p["name"] == "metrics"][0]]
-        rc, text = kubelet.run_in(1, "import urllib.request; print(urllib.request.urlopen("
-                                     "'http://%s/metrics', timeout=5).read().decode())" % metrics)
+        rc, text = kubelet.run_python_in(
+            1, "import urllib.request; print(urllib.request.urlopen("
+               "'http://%s/metrics', timeout=5).read().decode())" % metrics)
         assert rc == 0, text
         assert re.search(r"^gravac_world_size 4$", text, re.M), text
         steps = re.search(r"^gravac_job_steps_total (\d+)", text, re.M)
         assert steps and int(steps.group(1)) > 100, text
 
-        for n, daemon in zip((1, 2), daemons):
-            assert daemon.wait(timeout=60) == 0, kubelet.log("gravacd-%d" % n)
+        # The workers have exited: Kubernetes stops the sidecars (SIGTERM) if they still run.
+        for index, (_, sidecars) in enumerate(pods):
+            for proc in sidecars:
+                if proc.poll() is None:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                assert proc.wait(timeout=60) == 0, kubelet.log("worker-%d-gravacd" % index)
         # Job index i ran ranks [2i, 2i + 2) on the i-th labelled node, named by spec.nodeName.
         for index, n in enumerate((1, 2)):
-            log = kubelet.log("gravacd-%d" % n)
+            log = kubelet.log("worker-%d-gravacd" % index)
             assert re.search(r"gravacd\[k8s-node-%d\] .* node %d of 2: ranks \[%d, %d\) of 4"
                              % (n, index, 2 * index, 2 * index + 2), log), log
     finally:

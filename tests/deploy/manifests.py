@@ -1,0 +1,81 @@
+"""deploy/kubernetes as a cluster would receive it: each overlay rendered by `kubectl kustomize`
+(the kubectl that tests/deploy/tools/install.sh unpacks), and the offline schema validator
+tools/validate.mjs. Shared by test_validate.py and test_kubernetes.py."""
+
+import json
+import os
+import subprocess
+
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOOLS = os.path.join(HERE, "tools")
+KUBECTL = os.path.join(TOOLS, "bin", "kubectl")
+SOURCE_DIR = os.path.dirname(os.path.dirname(HERE))
+KUBERNETES = os.path.join(SOURCE_DIR, "deploy", "kubernetes")
+OVERLAYS_DIR = os.path.join(KUBERNETES, "overlays")
+NOT_INSTALLED = "run tests/deploy/tools/install.sh (scripts/install_deps.sh runs it)"
+
+
+def overlays():
+    return sorted(d for d in os.listdir(OVERLAYS_DIR)
+                  if os.path.isfile(os.path.join(OVERLAYS_DIR, d, "kustomization.yaml")))
+
+
+def render(directory):
+    """The objects that `kubectl kustomize directory` renders, as dicts."""
+    assert os.access(KUBECTL, os.X_OK), "no %s: %s" % (KUBECTL, NOT_INSTALLED)
+    done = subprocess.run([KUBECTL, "kustomize", directory], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, "kubectl kustomize %s: %s" % (directory, done.stderr)
+    return [o for o in yaml.safe_load_all(done.stdout) if o is not None]
+
+
+def render_overlay(name):
+    return render(os.path.join(OVERLAYS_DIR, name))
+
+
+def validate(objects):
+    """Schema errors per object (tools/validate.mjs): a list of (kind, name, [errors])."""
+    assert os.path.isdir(os.path.join(TOOLS, "node_modules")), NOT_INSTALLED
+    done = subprocess.run(["node", os.path.join(TOOLS, "validate.mjs")],
+                          input=json.dumps(objects), capture_output=True, text=True,
+                          timeout=120, cwd=TOOLS)
+    assert done.returncode == 0, done.stderr
+    results = json.loads(done.stdout)
+    assert len(results) == len(objects)
+    return [(r.get("kind"), r.get("name"), r["errors"]) for r in results]
+
+
+def find(objects, kind, name=None):
+    found = [o for o in objects
+             if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
+    assert len(found) == 1, "expected one %s %s, found %d" % (kind, name or "", len(found))
+    return found[0]
+
+
+def pod_spec(workload):
+    return workload["spec"]["template"]["spec"]
+
+
+def all_containers(spec):
+    return (spec.get("initContainers", []) + spec.get("containers", [])
+            + spec.get("ephemeralContainers", []))
+
+
+def container(workload, name):
+    found = [c for c in all_containers(pod_spec(workload)) if c["name"] == name]
+    assert len(found) == 1, "%s has no container %s" % (workload["metadata"]["name"], name)
+    return found[0]
+
+
+def plain_env(c):
+    """The container's literal env values with Kubernetes' $(VAR) expansion applied."""
+    env = {}
+    for e in c.get("env", []):
+        if "value" in e:
+            value = str(e["value"])
+            for name, earlier in env.items():
+                value = value.replace("$(%s)" % name, earlier)
+            env[e["name"]] = value
+    return env
