@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "core/absl_compat.h"
+#include "core/errno_status.h"
 #include "core/status.h"
 #include "netemu/iperf.h"
 
@@ -63,8 +64,8 @@ absl::Status KillNamespacePids(const std::string& netns) {
     pid_t pid = 0;
     if (!absl::SimpleAtoi(word, &pid) || pid <= 1 || pid == getpid()) continue;
     if (kill(pid, SIGKILL) == -1 && errno != ESRCH) {
-      return ErrnoStatus(errno, absl::StrCat("kill(", pid, ", SIGKILL) in netns ", netns).c_str(),
-                         __FILE__, __LINE__);
+      return ErrnoCallStatus(errno, absl::StrCat("kill(", pid, ", SIGKILL) in netns ", netns),
+                             __FILE__, __LINE__);
     }
   }
   return absl::OkStatus();

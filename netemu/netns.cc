@@ -12,6 +12,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "core/absl_compat.h"
+#include "core/errno_status.h"
 #include "netemu/process.h"
 
 namespace gravac::netemu {
@@ -20,7 +21,7 @@ namespace {
 absl::Status JoinAndRun(const std::string& path, const std::function<absl::Status()>& fn) {
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd == -1)
-    return ErrnoStatus(errno, absl::StrCat("open(", path, ")").c_str(), __FILE__, __LINE__);
+    return ErrnoCallStatus(errno, absl::StrCat("open(", path, ")"), __FILE__, __LINE__);
   absl::Cleanup close_fd = [fd] { close(fd); };
   GRAVAC_RETURN_IF_ERRNO(setns(fd, CLONE_NEWNET));
   return fn();
@@ -46,7 +47,7 @@ absl::Status EnterNetns(std::string_view netns) {
   const std::string path = gravac::StrCat("/run/netns/", netns);
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd == -1)
-    return ErrnoStatus(errno, gravac::StrCat("open(", path, ")").c_str(), __FILE__, __LINE__);
+    return ErrnoCallStatus(errno, gravac::StrCat("open(", path, ")"), __FILE__, __LINE__);
   absl::Cleanup close_fd = [fd] { close(fd); };
   GRAVAC_RETURN_IF_ERRNO(setns(fd, CLONE_NEWNET));
   GRAVAC_RETURN_IF_ERRNO(unshare(CLONE_NEWNS));
@@ -54,7 +55,7 @@ absl::Status EnterNetns(std::string_view netns) {
   // belongs to the new network namespace.
   GRAVAC_RETURN_IF_ERRNO(mount("none", "/", nullptr, MS_SLAVE | MS_REC, nullptr));
   if (umount2("/sys", MNT_DETACH) == -1 && errno != EINVAL) {  // EINVAL: /sys was not mounted
-    return ErrnoStatus(errno, "umount2(\"/sys\", MNT_DETACH)", __FILE__, __LINE__);
+    return ErrnoCallStatus(errno, "umount2(\"/sys\", MNT_DETACH)", __FILE__, __LINE__);
   }
   const std::string source(netns);
   GRAVAC_RETURN_IF_ERRNO(mount(source.c_str(), "/sys", "sysfs", 0, nullptr));

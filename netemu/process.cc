@@ -13,33 +13,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "core/errno_status.h"
 #include "core/status.h"
 #include "netemu/exec_args.h"
 
 namespace gravac::netemu {
 namespace {
-
-absl::StatusCode CodeForErrno(int err) {
-  switch (err) {
-    case EPERM:
-    case EACCES:
-      return absl::StatusCode::kPermissionDenied;
-    case ENOENT:
-    case ESRCH:
-      return absl::StatusCode::kNotFound;
-    case EEXIST:
-      return absl::StatusCode::kAlreadyExists;
-    case EINVAL:
-      return absl::StatusCode::kInvalidArgument;
-    case EAGAIN:
-    case ENOMEM:
-    case EMFILE:
-    case ENFILE:
-      return absl::StatusCode::kResourceExhausted;
-    default:
-      return absl::StatusCode::kInternal;
-  }
-}
 
 ExitStatus FromWaitStatus(int wstatus) {
   ExitStatus s;
@@ -49,11 +28,6 @@ ExitStatus FromWaitStatus(int wstatus) {
 }
 
 }  // namespace
-
-absl::Status ErrnoStatus(int err, const char* call, const char* file, int line) {
-  return absl::Status(CodeForErrno(err),
-                      absl::StrCat(call, " failed: ", strerror(err), " (", file, ":", line, ")"));
-}
 
 std::string ExitStatus::ToString() const {
   if (term_signal > 0) return absl::StrCat("killed by signal ", term_signal);
@@ -79,7 +53,7 @@ absl::StatusOr<Process> Process::Spawn(const std::vector<std::string>& argv,
       int err = errno;
       close(out_pipe[0]);
       close(out_pipe[1]);
-      return ErrnoStatus(err, "pipe2(err_pipe, O_CLOEXEC)", __FILE__, __LINE__);
+      return ErrnoCallStatus(err, "pipe2(err_pipe, O_CLOEXEC)", __FILE__, __LINE__);
     }
   } else if (options.output == OutputMode::kNull) {
     GRAVAC_RETURN_IF_ERRNO(null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC));
@@ -118,7 +92,7 @@ absl::StatusOr<Process> Process::Spawn(const std::vector<std::string>& argv,
   if (pid < 0) {
     CloseFd(out_pipe[0]);
     CloseFd(err_pipe[0]);
-    return ErrnoStatus(fork_errno, "fork()", __FILE__, __LINE__);
+    return ErrnoCallStatus(fork_errno, "fork()", __FILE__, __LINE__);
   }
   Process p;
   p.pid_ = pid;
@@ -163,7 +137,7 @@ absl::StatusOr<ExitStatus> Process::Wait(absl::Duration timeout) {
     if (r == -1 && errno != EINTR) {
       int err = errno;
       pid_ = -1;
-      return ErrnoStatus(err, "waitpid(pid_, &wstatus, WNOHANG)", __FILE__, __LINE__);
+      return ErrnoCallStatus(err, "waitpid(pid_, &wstatus, WNOHANG)", __FILE__, __LINE__);
     }
     if (absl::Now() >= deadline) {
       return absl::DeadlineExceededError(
@@ -197,7 +171,7 @@ absl::StatusOr<CommandResult> Process::Collect(absl::Duration timeout) {
     int ready = poll(fds, n, wait_ms);
     if (ready == -1) {
       if (errno == EINTR) continue;
-      return ErrnoStatus(errno, "poll(fds, n, wait_ms)", __FILE__, __LINE__);
+      return ErrnoCallStatus(errno, "poll(fds, n, wait_ms)", __FILE__, __LINE__);
     }
     for (int i = 0; i < n; ++i) {
       if (fds[i].revents == 0) continue;

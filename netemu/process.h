@@ -115,19 +115,6 @@ absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
 absl::StatusOr<std::string> RunChecked(const std::vector<std::string>& argv,
                                        const CommandOptions& options = {});
 
-// Status for a failed libc call: the call's text, strerror(errno) and file:line. The code maps
-// errno (EPERM/EACCES -> PermissionDenied, ENOENT -> NotFound, EEXIST -> AlreadyExists, ...).
-absl::Status ErrnoStatus(int err, const char* call, const char* file, int line);
-
 }  // namespace gravac::netemu
-
-// Evaluates a libc call that returns -1 and sets errno on failure; returns an ErrnoStatus from the
-// enclosing function when it fails.
-#define GRAVAC_RETURN_IF_ERRNO(call)                                          \
-  do {                                                                        \
-    if ((call) == -1) {                                                       \
-      return ::gravac::netemu::ErrnoStatus(errno, #call, __FILE__, __LINE__); \
-    }                                                                         \
-  } while (false)
 
 #endif  // GRAVAC_NETEMU_PROCESS_H_

@@ -10,13 +10,14 @@
 
 
 #include "absl/strings/str_cat.h"
+#include "core/errno_status.h"
 #include "netemu/exec_args.h"
 
 namespace gravac::runner {
 namespace {
 
 absl::Status ErrnoError(const char* call) {
-  return absl::InternalError(absl::StrCat(call, " failed: ", strerror(errno)));
+  return ErrnoStatus(absl::StatusCode::kInternal, errno, absl::StrCat(call, " failed"));
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "core/absl_compat.h"
+#include "core/errno_status.h"
 #include "core/status.h"
 #include "netemu/cluster.h"
 #include "runner/child.h"
@@ -128,14 +129,14 @@ class Job {
     pthread_sigmask(SIG_BLOCK, &set, &old_mask_);
     mask_set_ = true;
     sigfd_ = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
-    if (sigfd_ < 0) return absl::InternalError(StrCat("signalfd failed: ", strerror(errno)));
+    if (sigfd_ < 0) return ErrnoStatus(absl::StatusCode::kInternal, errno, "signalfd failed");
 
     if (!WholeJob()) return absl::OkStatus();  // no sockets, port files or cluster of ours
     if (options_.run_dir.empty()) {
       char tmpl[] = "/tmp/gravacrun-XXXXXX";
       if (mkdtemp(tmpl) == nullptr) {
-        return absl::InternalError(
-            StrCat("mkdtemp(/tmp/gravacrun-XXXXXX) failed: ", strerror(errno)));
+        return ErrnoStatus(absl::StatusCode::kInternal, errno,
+                           "mkdtemp(/tmp/gravacrun-XXXXXX) failed");
       }
       run_dir_ = tmpl;
       own_run_dir_ = true;

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "core/absl_compat.h"
+#include "core/errno_status.h"
 
 namespace gravac::runner {
 
@@ -50,7 +51,8 @@ absl::Status WriteFileAtomically(const std::string& path, std::string_view text)
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;
     std::remove(tmp.c_str());
-    return absl::InternalError(StrCat("cannot rename ", tmp, " to ", path, ": ", strerror(err)));
+    return ErrnoStatus(absl::StatusCode::kInternal, err,
+                       StrCat("cannot rename ", tmp, " to ", path));
   }
   return absl::OkStatus();
 }

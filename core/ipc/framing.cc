@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "core/errno_status.h"
 
 namespace gravac::ipc {
 namespace {
@@ -18,10 +19,6 @@ uint32_t GetU32(const char* p) {
   uint32_t v = 0;
   for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<uint8_t>(p[i])) << (8 * i);
   return v;
-}
-
-absl::Status SocketError(std::string_view what, int err) {
-  return absl::UnavailableError(absl::StrFormat("%s: %s", what, std::strerror(err)));
 }
 
 }  // namespace
@@ -81,7 +78,7 @@ absl::Status SendFrame(int sock, std::string_view payload, absl::Span<const int>
         ::poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(left)) + 1);
         continue;
       }
-      return SocketError("sendmsg", errno);
+      return ErrnoStatus(absl::StatusCode::kUnavailable, errno, "sendmsg");
     }
     fds_sent = true;
     sent += static_cast<size_t>(n);
@@ -112,7 +109,7 @@ absl::StatusOr<bool> FrameReader::ReadSome(int sock) {
   if (n < 0) {
     if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
     if (errno == ECONNRESET) return false;
-    return SocketError("recvmsg", errno);
+    return ErrnoStatus(absl::StatusCode::kUnavailable, errno, "recvmsg");
   }
   for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
     if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {

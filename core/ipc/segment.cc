@@ -10,13 +10,10 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "core/errno_status.h"
 
 namespace gravac::ipc {
 namespace {
-
-absl::Status ErrnoError(std::string_view what, int err) {
-  return absl::InternalError(absl::StrFormat("%s: %s", what, std::strerror(err)));
-}
 
 }  // namespace
 
@@ -67,13 +64,13 @@ absl::Status ValidateShmHeader(const void* base, uint64_t mapped_bytes) {
 absl::StatusOr<ShmSegment> ShmSegment::Create(std::string_view name, uint64_t data_bytes) {
   std::string n(name);
   UniqueFd fd(::memfd_create(n.c_str(), MFD_CLOEXEC));
-  if (!fd.valid()) return ErrnoError("memfd_create", errno);
+  if (!fd.valid()) return ErrnoStatus(absl::StatusCode::kInternal, errno, "memfd_create");
   const uint64_t total = kShmDataOffset + data_bytes;
   if (::ftruncate(fd.get(), static_cast<off_t>(total)) != 0) {
-    return ErrnoError(absl::StrFormat("ftruncate memfd to %d bytes", total), errno);
+    return ErrnoStatus(absl::StatusCode::kInternal, errno, absl::StrFormat("ftruncate memfd to %d bytes", total));
   }
   void* base = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
-  if (base == MAP_FAILED) return ErrnoError(absl::StrFormat("mmap %d bytes", total), errno);
+  if (base == MAP_FAILED) return ErrnoStatus(absl::StatusCode::kInternal, errno, absl::StrFormat("mmap %d bytes", total));
   ShmSegment s;
   s.fd_ = std::move(fd);
   s.base_ = base;
@@ -85,7 +82,7 @@ absl::StatusOr<ShmSegment> ShmSegment::Create(std::string_view name, uint64_t da
 
 absl::StatusOr<ShmSegment> ShmSegment::Map(UniqueFd fd, bool writable) {
   struct stat st;
-  if (::fstat(fd.get(), &st) != 0) return ErrnoError("fstat segment fd", errno);
+  if (::fstat(fd.get(), &st) != 0) return ErrnoStatus(absl::StatusCode::kInternal, errno, "fstat segment fd");
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   if (size < kShmDataOffset) {
     return absl::InvalidArgumentError(
@@ -93,7 +90,7 @@ absl::StatusOr<ShmSegment> ShmSegment::Map(UniqueFd fd, bool writable) {
   }
   const int prot = PROT_READ | (writable ? PROT_WRITE : 0);
   void* base = ::mmap(nullptr, size, prot, MAP_SHARED, fd.get(), 0);
-  if (base == MAP_FAILED) return ErrnoError(absl::StrFormat("mmap %d bytes", size), errno);
+  if (base == MAP_FAILED) return ErrnoStatus(absl::StatusCode::kInternal, errno, absl::StrFormat("mmap %d bytes", size));
   ShmSegment s;
   s.fd_ = std::move(fd);
   s.base_ = base;

@@ -12,12 +12,14 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "core/errno_status.h"
 
 namespace gravac::ipc {
 namespace {
 
+// A failed socket call on `path`: Unavailable (the daemon is not there) whatever errno says.
 absl::Status Errno(std::string_view what, std::string_view path, int err) {
-  return absl::UnavailableError(absl::StrFormat("%s '%s': %s", what, path, std::strerror(err)));
+  return ErrnoStatus(absl::StatusCode::kUnavailable, err, absl::StrFormat("%s '%s'", what, path));
 }
 
 absl::StatusOr<sockaddr_un> Address(std::string_view path) {

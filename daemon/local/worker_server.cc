@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/errno_status.h"
 #include "core/status.h"
 #include "daemon/local/worker_server_impl.h"
 
@@ -35,7 +36,7 @@ absl::StatusOr<std::shared_ptr<WorkerServerImpl>> WorkerServerImpl::Create(
   impl->epoll_fd_.Reset(::epoll_create1(EPOLL_CLOEXEC));
   impl->wake_fd_.Reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!impl->epoll_fd_.valid() || !impl->wake_fd_.valid()) {
-    return absl::InternalError(absl::StrFormat("epoll/eventfd: %s", std::strerror(errno)));
+    return ErrnoStatus(absl::StatusCode::kInternal, errno, "epoll/eventfd");
   }
   impl->Watch(impl->listen_fd_.get());
   impl->Watch(impl->wake_fd_.get());

@@ -13,6 +13,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/errno_status.h"
 #include "core/status.h"
 
 namespace gravac::transport {
@@ -25,7 +26,8 @@ absl::StatusOr<std::optional<std::string>> ReadIfExists(const std::string& path)
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) return std::optional<std::string>();
-    return absl::UnavailableError(absl::StrCat("rendezvous: open ", path, ": ", strerror(errno)));
+    return ErrnoStatus(absl::StatusCode::kUnavailable, errno,
+                       absl::StrCat("rendezvous: open ", path));
   }
   absl::Cleanup closer = [fd] { close(fd); };
   std::string blob;
@@ -35,7 +37,8 @@ absl::StatusOr<std::optional<std::string>> ReadIfExists(const std::string& path)
     if (n == 0) break;
     if (n < 0) {
       if (errno == EINTR) continue;
-      return absl::UnavailableError(absl::StrCat("rendezvous: read ", path, ": ", strerror(errno)));
+      return ErrnoStatus(absl::StatusCode::kUnavailable, errno,
+                         absl::StrCat("rendezvous: read ", path));
     }
     blob.append(buffer, static_cast<size_t>(n));
   }
@@ -69,8 +72,8 @@ absl::Status FileRendezvous::Publish(std::string_view blob) {
     out.write(blob.data(), static_cast<std::streamsize>(blob.size()));
     out.flush();
     if (!out) {
-      return absl::UnavailableError(
-          absl::StrCat("rendezvous: rank ", rank_, ": write ", tmp, ": ", strerror(errno)));
+      return ErrnoStatus(absl::StatusCode::kUnavailable, errno,
+                         absl::StrCat("rendezvous: rank ", rank_, ": write ", tmp));
     }
   }
   std::filesystem::rename(tmp, path, ec);

@@ -15,6 +15,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "core/errno_status.h"
 #include "core/status.h"
 #include "core/testing/status_matchers.h"
 #include "gmock/gmock.h"

@@ -89,12 +89,5 @@ TEST(ProcessTest, DestructorKillsTheChild) {
   EXPECT_EQ(errno, ECHILD);
 }
 
-TEST(ProcessTest, ErrnoStatusMapsCodes) {
-  EXPECT_THAT(ErrnoStatus(EPERM, "setns(fd)", "f.cc", 3),
-              StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("setns(fd) failed")));
-  EXPECT_THAT(ErrnoStatus(ENOENT, "open(x)", "f.cc", 3),
-              StatusIs(absl::StatusCode::kNotFound, HasSubstr("f.cc:3")));
-}
-
 }  // namespace
 }  // namespace gravac::netemu

@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/errno_status.h"
 #include "ucs/config/parser.h"
 
 namespace gravac::transport::ucx {
@@ -173,9 +174,7 @@ absl::Status Worker::WaitForEvent(absl::Duration timeout) {
   const timespec limit = absl::ToTimespec(timeout);
   pollfd fd = {event_fd_, POLLIN, 0};
   if (ppoll(&fd, 1, &limit, nullptr) < 0 && errno != EINTR) {
-    return absl::InternalError(
-        absl::StrCat("ppoll on the ucx worker event fd failed: ", std::strerror(errno), " (",
-                     __FILE__, ":", __LINE__, ")"));
+    return ErrnoCallStatus(errno, "ppoll on the ucx worker event fd", __FILE__, __LINE__);
   }
   return absl::OkStatus();
 }
