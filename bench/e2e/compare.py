@@ -24,7 +24,7 @@ by gravacctl status through train_digits.py --log-json).
 
 Writes to --out_dir: results.md (the table, the settings and the load average), one
 <run>.jsonl (per-epoch records), <run>.log (the job's output), gravac step logs, and
-accuracy_vs_time.png, theta_vs_step.png, gain_vs_step.png. Needs root (namespaces), /usr/bin/python3
+accuracy_vs_time.png, bytes_per_step.png, theta_vs_step.png, gain_vs_step.png. Needs root (namespaces), /usr/bin/python3
 with torch, sklearn and matplotlib, and a build tree with gravacrun, gravacd, gravac-controller,
 gravacctl, the gravac Python package and gravac-netemu (--build_dir, --netemu).
 
@@ -427,6 +427,31 @@ def plot(args, results):
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right", fontsize=8)
     paths.append(os.path.join(args.out_dir, "accuracy_vs_time.png"))
+    fig.tight_layout()
+    fig.savefig(paths[-1], dpi=110)
+    plt.close(fig)
+
+    # Inter-node bytes per step, epoch by epoch, from the controller's cumulative bytes_sent
+    # (gravac runs; the DDP peer's records carry no bytes).
+    fig, ax = plt.subplots(figsize=(9, 5))
+    for name, res in results.items():
+        recs = [r for r in res["records"] if r.get("bytes_sent") is not None and r.get("step")]
+        if not recs:
+            continue
+        steps, rates, last_bytes, last_step = [], [], 0.0, 0
+        for r in recs:
+            if r["step"] > last_step:
+                steps.append(r["step"])
+                rates.append((float(r["bytes_sent"]) - last_bytes) / (r["step"] - last_step) / 1e6)
+            last_bytes, last_step = float(r["bytes_sent"]), r["step"]
+        ax.step(steps, rates, where="pre", marker=".", label=name)
+    ax.set_yscale("log")
+    ax.set_xlabel("training step (end of epoch)")
+    ax.set_ylabel("inter-node MB per step (mean over the epoch)")
+    ax.set_title("bytes per step, %s links" % args.link)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    paths.append(os.path.join(args.out_dir, "bytes_per_step.png"))
     fig.tight_layout()
     fig.savefig(paths[-1], dpi=110)
     plt.close(fig)
