@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -115,15 +116,9 @@ uint16_t FloatToBFloat16(float x) {
 float BFloat16ToFloat(uint16_t b) { return Float(static_cast<uint32_t>(b) << 16); }
 
 std::string_view ValueTypeName(ValueType type) {
-  switch (type) {
-    case ValueType::kFloat32:
-      return "fp32";
-    case ValueType::kFloat16:
-      return "fp16";
-    case ValueType::kBFloat16:
-      return "bf16";
-  }
-  return "unknown";
+  constexpr std::string_view kNames[] = {"fp32", "fp16", "bf16"};  // by ValueType value
+  const auto i = static_cast<size_t>(type);
+  return i < std::size(kNames) ? kNames[i] : "unknown";
 }
 
 void RoundToValueType(ValueType type, absl::Span<float> values) {

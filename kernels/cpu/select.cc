@@ -249,14 +249,19 @@ uint32_t Selector::KthLargestKeyFull(absl::Span<const float> input, int64_t k) {
     uint32_t* h = histogram_.data() + lane * high;
     for (int64_t i = begin; i < end; ++i) ++h[MagnitudeKey(input[i]) >> kLowBits];
   });
+  // The digit holding the k-th largest key among `size` per-lane counts, from the top; keys in
+  // higher digits accumulate into `above`.
   int64_t above = 0;
-  uint32_t bucket = static_cast<uint32_t>(high - 1);
-  for (;; --bucket) {
-    int64_t c = 0;
-    for (int l = 0; l < nl; ++l) c += histogram_[l * high + bucket];
-    if (above + c >= k) break;
-    above += c;
-  }
+  auto descend = [&](size_t size) {
+    uint32_t digit = static_cast<uint32_t>(size - 1);
+    for (;; --digit) {
+      int64_t c = 0;
+      for (int l = 0; l < nl; ++l) c += histogram_[l * size + digit];
+      if (above + c >= k) return digit;
+      above += c;
+    }
+  };
+  const uint32_t bucket = descend(high);
   histogram_.assign(low * nl, 0);
   ParallelFor(n, kGrain, [&](int lane, int64_t begin, int64_t end) {
     uint32_t* h = histogram_.data() + lane * low;
@@ -266,14 +271,7 @@ uint32_t Selector::KthLargestKeyFull(absl::Span<const float> input, int64_t k) {
     }
   });
   stats_.full_passes += 2;
-  uint32_t digit = static_cast<uint32_t>(low - 1);
-  for (;; --digit) {
-    int64_t c = 0;
-    for (int l = 0; l < nl; ++l) c += histogram_[l * low + digit];
-    if (above + c >= k) break;
-    above += c;
-  }
-  return (bucket << kLowBits) | digit;
+  return (bucket << kLowBits) | descend(low);
 }
 
 absl::Status Selector::TopK(absl::Span<const float> input, int64_t k, std::string_view tensor_name,

@@ -29,12 +29,7 @@
 namespace gravac::daemon {
 namespace {
 
-using ::gravac::daemon::testing::FakeEngine;
-using ::gravac::daemon::testing::MakeConfig;
-using ::gravac::daemon::testing::RunWorkers;
-using ::gravac::daemon::testing::SeriesLabels;
-using ::gravac::daemon::testing::SeriesValue;
-using ::gravac::daemon::testing::TempDir;
+using namespace ::gravac::daemon::testing;  // NOLINT
 using ::gravac::testing::IsOk;
 
 // A worker that says hello by hand and can die without saying goodbye.

@@ -24,11 +24,7 @@
 namespace gravac::daemon {
 namespace {
 
-using ::gravac::daemon::testing::FakeEngine;
-using ::gravac::daemon::testing::MakeConfig;
-using ::gravac::daemon::testing::ReadFile;
-using ::gravac::daemon::testing::RunWorkers;
-using ::gravac::daemon::testing::TempDir;
+using namespace ::gravac::daemon::testing;  // NOLINT
 using ::gravac::testing::IsOk;
 using ::gravac::testing::StatusIs;
 using ::testing::AllOf;

@@ -35,19 +35,8 @@ using ::testing::HasSubstr;
 enum class Dist { kNormal, kTies, kZeros, kNegative, kSubnormal };
 
 std::string DistName(Dist d) {
-  switch (d) {
-    case Dist::kNormal:
-      return "Normal";
-    case Dist::kTies:
-      return "Ties";
-    case Dist::kZeros:
-      return "Zeros";
-    case Dist::kNegative:
-      return "Negative";
-    case Dist::kSubnormal:
-      return "Subnormal";
-  }
-  return "?";
+  const char* names[] = {"Normal", "Ties", "Zeros", "Negative", "Subnormal"};
+  return names[static_cast<int>(d)];
 }
 
 std::vector<float> Make(Dist d, int64_t n, uint64_t seed) {
