@@ -2,18 +2,24 @@
 # Installs the Debian 12 packages gravac builds and tests with (list: docs/ARCHITECTURE.md,
 # ../shared/DESIGN.md). Idempotent: runs `apt-get update` at most once and installs only the
 # packages that are missing, then the npm tools of tests/deploy (tests/deploy/tools/install.sh).
-# Needs root (or sudo).
+# Needs root (or sudo). GRAVAC_DEPS=build: only what compiling needs (deploy/Dockerfile).
 set -euo pipefail
 
-packages=(
-  build-essential cmake ninja-build pkg-config git ccache
+# What compiling the programs, libgravac and the Python package needs (tests and benchmarks off):
+# GRAVAC_DEPS=build installs only these (deploy/Dockerfile's build stage).
+build_packages=(
+  build-essential cmake ninja-build pkg-config ccache
   libabsl-dev
   libxxhash-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libucx-dev ucx-utils
+  libucx-dev
   prometheus-cpp-dev
+  pybind11-dev python3-dev
+)
+packages=(
+  "${build_packages[@]}" git ucx-utils
   libgtest-dev libgmock-dev libbenchmark-dev
-  pybind11-dev python3-dev python3-pytest python3-torch python3-sklearn python3-matplotlib python3-yaml
+  python3-pytest python3-torch python3-sklearn python3-matplotlib python3-yaml
   # examples/python/train_fashion.py and examples/python/horovod/: Fashion-MNIST's idx files and
   # torchvision's models
   dataset-fashion-mnist python3-torchvision
@@ -23,9 +29,13 @@ packages=(
   prometheus
   libopenmpi-dev openmpi-bin
 )
-# tests/deploy: node and npm run the offline Kubernetes schema validators (tools/install.sh, run
-# at the end). GRAVAC_DEPLOY_TOOLS=0 skips them (deploy/Dockerfile's build stage does).
 deploy_tools="${GRAVAC_DEPLOY_TOOLS:-1}"
+if [ "${GRAVAC_DEPS:-all}" = build ]; then
+  packages=("${build_packages[@]}")
+  deploy_tools=0
+fi
+# tests/deploy: node and npm run the offline Kubernetes schema validators (tools/install.sh, run
+# at the end). GRAVAC_DEPLOY_TOOLS=0 skips them.
 if [ "$deploy_tools" = 1 ] && ! command -v npm >/dev/null; then packages+=(nodejs npm); fi
 # tests/deploy/test_container.py (ctest -C container): builds and runs the real image. Opt in with
 # GRAVAC_WITH_CONTAINERS=1 (../shared/CONTAINERS.md has the recipe these serve).

@@ -225,21 +225,90 @@ def test_the_controller_runs_the_policy_the_training_script_expects(prefix):
             assert configured == value, (variable, configured, value)
 
 
-def test_the_dockerfile_builds_with_the_projects_own_scripts_and_options():
-    with open(os.path.join(DEPLOY, "Dockerfile")) as f:
+def dockerfile(name):
+    with open(os.path.join(DEPLOY, name)) as f:
         text = f.read().replace("\\\n", " ")
-    assert re.search(r"^FROM debian:12\b", text, re.M)
-    assert re.search(r"^COPY \. /src/gravac$", text, re.M)
+    stages = re.split(r"^FROM ", text, flags=re.M)[1:]
+    return text, stages
+
+
+def runtime_packages(stage):
+    packages = set()
+    for command in re.findall(r"apt-get install ([^&]*)", stage):
+        packages |= {w for w in command.split() if not w.startswith("-")}
+    return packages
+
+
+DOCKERFILES = ("Dockerfile", "Dockerfile.cuda")
+# In every Debian image (Priority: required), so not named in the Dockerfiles.
+ESSENTIAL = {"libc6", "libgcc-s1", "libstdc++6"}
+
+
+@pytest.mark.parametrize("name", DOCKERFILES)
+def test_the_dockerfiles_build_in_one_stage_and_ship_another_as_a_non_root_user(name):
+    text, stages = dockerfile(name)
+    assert re.search(r"^ARG BASE=debian:12$", text, re.M)
+    builds = [s for s in stages if s.split("\n", 1)[0].endswith(" AS build")]
+    final = stages[-1]
+    assert len(builds) == 1 and builds[0] is not final
+    build = builds[0]
+    assert "COPY scripts/install_deps.sh /src/gravac/scripts/install_deps.sh" in build
+    assert "GRAVAC_DEPS=build bash /src/gravac/scripts/install_deps.sh" in build
+    # The sources come after the dependencies' layer, and only into the build stage.
+    assert build.index("install_deps.sh /src") < build.index("COPY . /src/gravac")
+    assert "COPY . " not in final
     for script in re.findall(r"/src/gravac/(scripts/[\w./-]+)", text):
         assert os.path.isfile(os.path.join(SOURCE_DIR, script)), script
     with open(os.path.join(SOURCE_DIR, "CMakeLists.txt")) as f:
         options = set(re.findall(r"option\((\w+)", f.read()))
-    for option in re.findall(r"-D(\w+)=", text):
+    for option in re.findall(r"-D(GRAVAC_\w+)=", text):
         assert option in options, option
-    assert "cmake --install /src/build --prefix " + IMAGE_PREFIX in text
+    assert "DESTDIR=/staging cmake --install /src/build --prefix " + IMAGE_PREFIX in build
+    assert "COPY --from=build /staging%s %s" % (IMAGE_PREFIX, IMAGE_PREFIX) in final
+    packages = runtime_packages(final)
+    assert not [p for p in packages if p.endswith("-dev") or p in ("build-essential", "cmake")]
+    # The image's user is the one the pods run as.
+    uid = CONTROLLER["spec"]["template"]["spec"]["securityContext"]["runAsUser"]
+    gid = CONTROLLER["spec"]["template"]["spec"]["securityContext"]["runAsGroup"]
+    assert re.search(r"useradd --uid %d --gid %d " % (uid, gid), final)
+    assert re.search(r"^USER %d:%d$" % (uid, gid), final, re.M)
     with open(os.path.join(SOURCE_DIR, ".dockerignore")) as f:
         ignored = f.read().split()
     assert "build*" in ignored and ".git" in ignored
+    assert "tests/deploy/tools/node_modules" in ignored
+
+
+def test_the_image_has_the_packages_of_every_library_the_programs_link(prefix):
+    """The runtime stage's packages hold every shared library that the installed programs,
+    libgravac and the Python extension load (ldd of this build, dpkg -S)."""
+    _, stages = dockerfile("Dockerfile")
+    packages = runtime_packages(stages[-1]) | ESSENTIAL
+    binaries = [os.path.join(prefix, "bin", b) for b in os.listdir(os.path.join(prefix, "bin"))]
+    binaries += [os.path.join(d, f) for d, _, files in os.walk(os.path.join(prefix, "lib"))
+                 for f in files if ".so" in f]
+    libraries = set()
+    for binary in binaries:
+        done = subprocess.run(["ldd", binary], capture_output=True, text=True, timeout=30)
+        if done.returncode != 0:  # a script
+            continue
+        assert "not found" not in done.stdout, (binary, done.stdout)
+        libraries |= set(re.findall(r"=> (/\S+)", done.stdout))
+    # The CUDA toolkit's libraries (a build with nvcc) come from NVIDIA's packages in
+    # Dockerfile.cuda; the CPU image is built with GRAVAC_WITH_CUDA=OFF and loads none.
+    libraries = {lib for lib in libraries if not lib.startswith(prefix)
+                 and not os.path.realpath(lib).startswith("/usr/local/cuda")}
+    assert libraries
+    missing = {}
+    for lib in sorted(libraries):
+        done = subprocess.run(["dpkg", "-S", os.path.realpath(lib)], capture_output=True,
+                              text=True, timeout=30)
+        if done.returncode != 0:
+            done = subprocess.run(["dpkg", "-S", lib], capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0, "no Debian package holds %s" % lib
+        package = done.stdout.split(":", 1)[0]
+        if package not in packages:
+            missing[lib] = package
+    assert not missing, missing
 
 
 # ---------------------------------------------------------------------------------------------

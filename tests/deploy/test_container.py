@@ -1,0 +1,315 @@
+"""deploy/Dockerfile's image, built and run here (CTest deploy_container, `ctest -C container`).
+
+Builds the CPU image with Debian's podman from a debian:12 base that mmdebstrap makes from this
+machine's apt sources (../shared/CONTAINERS.md), then runs the CPU overlay's pods from it on a
+3-node emulated cluster (gravac-netemu): the controller's container in node 0's network
+namespace and, in each of nodes 1 and 2, the Job pod's gravacd sidecar and its workers as two
+containers that share the node's namespace and a host folder as the emptyDir. Every container
+runs as the pod's security context asks (the pod's uid and gid, all capabilities dropped, no new
+privileges, a read-only root filesystem) with its own PID namespace, like containers of a pod.
+The digits job must train to the end. Prints the image's size and build time.
+
+Slow (the image compiles gravac: about half an hour on 2 cores) and root only: labelled
+container;netns;slow and run only in CTest's `container` configuration. Skipped where podman,
+buildah's runtime runc or mmdebstrap is missing (GRAVAC_WITH_CONTAINERS=1
+scripts/install_deps.sh installs them).
+
+Environment: GRAVAC_BUILD_DIR, GRAVAC_SOURCE_DIR, GRAVAC_CMAKE; GRAVAC_CONTAINER_DIR keeps the
+storage (base image, build cache) there between runs instead of a fresh folder removed after;
+GRAVAC_CONTAINER_PREBUILT=1 runs the image already in that storage instead of building it.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+SOURCE_DIR = os.environ["GRAVAC_SOURCE_DIR"]
+sys.path.insert(0, os.path.join(SOURCE_DIR, "tests", "install"))
+from installed import install  # noqa: E402
+from manifests import find, render_overlay  # noqa: E402
+
+OBJECTS = render_overlay("cpu")
+CONFIG = find(OBJECTS, "ConfigMap")
+CONTROLLER = find(OBJECTS, "Deployment")
+SERVICE = find(OBJECTS, "Service")
+JOB = find(OBJECTS, "Job")
+COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+BUILD_TIMEOUT_S = 3600
+JOB_TIMEOUT_S = 600
+
+
+def spec_of(workload):
+    return workload["spec"]["template"]["spec"]
+
+
+def image_of(workload):
+    images = {c["image"] for c in spec_of(workload).get("initContainers", []) +
+              spec_of(workload)["containers"]}
+    assert len(images) == 1, images
+    return images.pop()
+
+
+class Podman:
+    def __init__(self, folder):
+        self.folder = folder
+        self.base = ["podman", "--root", os.path.join(folder, "storage"), "--runroot",
+                     os.path.join(folder, "runroot"), "--storage-driver", "vfs",
+                     "--cgroup-manager", "cgroupfs", "--events-backend", "file"]
+        memory = [line.split(":", 2)[2] for line in open("/proc/self/cgroup").read().splitlines()
+                  if line.split(":", 2)[1] == "memory"]
+        self.cgroup_parent = (memory[0] if memory else "") + "/gravac-container-test"
+
+    def __call__(self, *args, timeout=600, check=True, **kwargs):
+        done = subprocess.run(self.base + list(args), capture_output=True, text=True,
+                              timeout=timeout, **kwargs)
+        if check:
+            assert done.returncode == 0, "podman %s: %s%s" % (args[0], done.stdout, done.stderr)
+        return done
+
+    def has_image(self, name):
+        return self("image", "exists", name, check=False).returncode == 0
+
+
+def apt_sources():
+    """This machine's apt sources for bookworm as one-line `deb` entries."""
+    lines = []
+    for path in ["/etc/apt/sources.list"] + sorted(
+            os.path.join("/etc/apt/sources.list.d", f) for f in os.listdir("/etc/apt/sources.list.d")):
+        if not os.path.isfile(path):
+            continue
+        text = open(path).read()
+        if path.endswith(".sources"):
+            for block in text.strip().split("\n\n"):
+                fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
+                if "deb" not in fields.get("Types", "").split():
+                    continue
+                for uri in fields["URIs"].split():
+                    for suite in fields["Suites"].split():
+                        lines.append("deb %s %s %s" % (uri, suite, fields["Components"]))
+        elif path.endswith(".list"):
+            lines += [line for line in text.splitlines() if line.startswith("deb ")]
+    lines = [line for line in lines if re.search(r"\sbookworm(-updates|-security)?\s", line)]
+    assert lines, "no bookworm apt sources on this machine"
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="module")
+def podman(tmp_path_factory):
+    if os.geteuid() != 0:
+        pytest.skip("podman with network namespaces needs root")
+    for tool in ("podman", "runc", "mmdebstrap"):
+        if shutil.which(tool) is None:
+            pytest.skip("%s is missing (GRAVAC_WITH_CONTAINERS=1 scripts/install_deps.sh)" % tool)
+    keep = os.environ.get("GRAVAC_CONTAINER_DIR")
+    folder = keep or str(tmp_path_factory.mktemp("containers"))
+    os.makedirs(folder, exist_ok=True)
+    p = Podman(folder)
+    try:
+        yield p
+    finally:
+        if not keep:
+            p("rm", "--all", "--force", check=False)
+            p("rmi", "--all", "--force", check=False, timeout=600)
+            subprocess.run(["rm", "-rf", folder], timeout=600)
+        cgroup = "/sys/fs/cgroup/memory" + p.cgroup_parent
+        if os.path.isdir(cgroup):
+            for sub in sorted((os.path.join(d) for d, _, _ in os.walk(cgroup)), reverse=True):
+                try:
+                    os.rmdir(sub)
+                except OSError:
+                    pass
+
+
+@pytest.fixture(scope="module")
+def image(podman):
+    """The CPU overlay's image, built from deploy/Dockerfile; prints its size and build time."""
+    if not podman.has_image("debian:12"):
+        sources = os.path.join(podman.folder, "sources.list")
+        with open(sources, "w") as f:
+            f.write(apt_sources())
+        rootfs = os.path.join(podman.folder, "rootfs.tar")
+        done = subprocess.run(["mmdebstrap", "--variant=minbase", "bookworm", rootfs, sources],
+                              capture_output=True, text=True, timeout=1200)
+        assert done.returncode == 0, done.stderr[-4000:]
+        podman("import", rootfs, "debian:12")
+        os.unlink(rootfs)
+    name = image_of(JOB)
+    assert image_of(CONTROLLER) == name
+    if os.environ.get("GRAVAC_CONTAINER_PREBUILT") == "1" and podman.has_image(name):
+        print("\nimage %s: built before this run (GRAVAC_CONTAINER_PREBUILT=1)" % name)
+        return name
+    start = time.monotonic()
+    done = podman("build", "--pull=never", "--network", "host", "--isolation", "chroot",
+                  "-f", os.path.join(SOURCE_DIR, "deploy", "Dockerfile"), "-t", name, SOURCE_DIR,
+                  timeout=BUILD_TIMEOUT_S, check=False)
+    seconds = time.monotonic() - start
+    assert done.returncode == 0, (done.stdout + done.stderr)[-8000:]
+    size = int(podman("image", "inspect", "--format", "{{.Size}}", name).stdout)
+    print("\nimage %s: %.0f MiB, built in %.0f s" % (name, size / 2**20, seconds))
+    return name
+
+
+def test_the_image_runs_as_a_non_root_user_with_runtime_packages_only(podman, image):
+    done = podman("run", "--rm", "--runtime", "runc", "--network", "none", image, "sh", "-c",
+                  "id -u; dpkg-query -W -f='${Package}\\n'")
+    uid, *packages = done.stdout.split()
+    assert uid == "10001"
+    assert not [p for p in packages if p.endswith("-dev") or p in (
+        "build-essential", "cmake", "ninja-build", "gcc", "g++", "ccache")], packages
+
+
+@pytest.fixture
+def cluster(image):
+    netemu = os.path.join(install_prefix(), "bin", "gravac-netemu")
+    done = subprocess.run([netemu, "create", "--nodes=3", "--rate=1e9", "--prefix=gvctr"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    name = re.search(r"^cluster (\S+)", done.stdout, re.M).group(1)
+    nodes = sorted((int(i), ns, a) for i, ns, a in re.findall(
+        r"^node (\d+) netns (\S+) address (\S+)", done.stdout, re.M))
+    try:
+        yield [(ns, address) for _, ns, address in nodes]
+    finally:
+        subprocess.run([netemu, "destroy", name], capture_output=True, timeout=60)
+
+
+_PREFIX = []
+
+
+def install_prefix():
+    if not _PREFIX:
+        import tempfile
+        _PREFIX.append(install(tempfile.mkdtemp(prefix="gravac-ctr-prefix-")))
+    return _PREFIX[0]
+
+
+def container_env(c, fields, services):
+    env = {}
+    for ref in c.get("envFrom", []):
+        env.update({k: str(v) for k, v in
+                    find(OBJECTS, "ConfigMap", ref["configMapRef"]["name"])["data"].items()})
+    for e in c.get("env", []):
+        if "value" in e:
+            value = str(e["value"])
+            for name in re.findall(r"\$\((\w+)\)", value):
+                value = value.replace("$(%s)" % name, env[name])
+        else:
+            value = fields[e["valueFrom"]["fieldRef"]["fieldPath"]]
+        host, sep, port = value.rpartition(":")
+        if sep and host in services and port.isdigit():  # the Service's DNS name and port
+            value = services[host][int(port)]
+        env[e["name"]] = value
+    return env
+
+
+def run_container(podman, workload, c, node, pod, fields, services, folders, log):
+    spec = spec_of(workload)
+    pod_sc, sc = spec.get("securityContext", {}), c.get("securityContext", {})
+    user = "%d:%d" % (sc.get("runAsUser", pod_sc["runAsUser"]),
+                      sc.get("runAsGroup", pod_sc["runAsGroup"]))
+    args = ["run", "--rm", "--runtime", "runc", "--name", "%s-%s" % (pod, c["name"]),
+            "--network", "ns:/run/netns/" + node, "--user", user,
+            "--cgroup-parent", podman.cgroup_parent,
+            "--ulimit", "nofile=20000:20000", "--ulimit", "nproc=4096:4096"]
+    if sc.get("readOnlyRootFilesystem"):
+        args += ["--read-only", "--read-only-tmpfs=false"]  # no tmpfs the pod lacks
+    if "ALL" in sc.get("capabilities", {}).get("drop", []):
+        args += ["--cap-drop", "ALL"]
+    if sc.get("allowPrivilegeEscalation") is False:
+        args += ["--security-opt", "no-new-privileges"]
+    volumes = {v["name"]: v for v in spec.get("volumes", [])}
+    for mount in c.get("volumeMounts", []):
+        assert set(volumes[mount["name"]]) == {"name", "emptyDir"}
+        args += ["-v", "%s:%s" % (folders[mount["name"]], mount["mountPath"])]
+    for key, value in container_env(c, fields, services).items():
+        args += ["-e", "%s=%s" % (key, value)]
+    args += ["--entrypoint", c["command"][0], image_of(workload)] + c["command"][1:] + \
+        c.get("args", [])
+    return subprocess.Popen(podman.base + args, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def pod_folders(workload, root, pod):
+    """The pod's emptyDirs: host folders owned by its fsGroup/user."""
+    sc = spec_of(workload).get("securityContext", {})
+    folders = {}
+    for v in spec_of(workload).get("volumes", []):
+        path = os.path.join(root, pod, v["name"])
+        os.makedirs(path, exist_ok=True)
+        os.chown(path, sc["runAsUser"], sc.get("fsGroup", sc["runAsGroup"]))
+        os.chmod(path, 0o770)
+        folders[v["name"]] = path
+    return folders
+
+
+def wait_tcp(netns, address, port, timeout_s=60):
+    code = "import socket; socket.create_connection((%r, %d), timeout=1).close()" % (address,
+                                                                                       port)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if subprocess.run(["ip", "netns", "exec", netns, sys.executable, "-c", code],
+                          capture_output=True).returncode == 0:
+            return
+        time.sleep(1)
+    raise AssertionError("nothing listens on %s:%d in %s" % (address, port, netns))
+
+
+def test_containers_train_the_digits_job_on_emulated_nodes(podman, image, cluster, tmp_path):
+    os.chmod(tmp_path, 0o755)
+    (controller_ns, controller_ip) = cluster[0]
+    ports = {p["name"]: p["containerPort"] for p in spec_of(CONTROLLER)["containers"][0]["ports"]}
+    services = {SERVICE["metadata"]["name"]: {
+        p["port"]: "%s:%d" % (controller_ip, ports[p["targetPort"]])
+        for p in SERVICE["spec"]["ports"]}}
+    logs, procs = {}, []
+
+    def start(workload, c, node_index, pod, fields):
+        ns = cluster[node_index][0]
+        logs[(pod, c["name"])] = open(os.path.join(tmp_path, "%s-%s.log" % (pod, c["name"])),
+                                      "w+")
+        proc = run_container(podman, workload, c, ns, pod, fields, services,
+                             pod_folders(workload, str(tmp_path), pod), logs[(pod, c["name"])])
+        procs.append(proc)
+        return proc
+
+    def log(pod, name):
+        with open(os.path.join(tmp_path, "%s-%s.log" % (pod, name))) as f:
+            return f.read()
+
+    try:
+        start(CONTROLLER, spec_of(CONTROLLER)["containers"][0], 0, "controller", {})
+        wait_tcp(cluster[1][0], controller_ip, ports["grpc"])
+        workers = []
+        for index, node in enumerate((1, 2)):
+            pod = "worker-%d" % index
+            fields = {"spec.nodeName": "k8s-node-%d" % node, COMPLETION_INDEX: str(index),
+                      "status.podIP": cluster[node][1], "metadata.name": pod}
+            sidecar = spec_of(JOB)["initContainers"][0]
+            start(JOB, sidecar, node, pod, fields)
+            probe = {p["name"]: p["containerPort"] for p in sidecar["ports"]}[
+                sidecar["startupProbe"]["tcpSocket"]["port"]]
+            wait_tcp(cluster[node][0], cluster[node][1], probe)
+            workers.append(start(JOB, spec_of(JOB)["containers"][0], node, pod, fields))
+        for index, proc in enumerate(workers):
+            rc = proc.wait(timeout=JOB_TIMEOUT_S)
+            assert rc == 0, log("worker-%d" % index, "workers") + log("worker-%d" % index,
+                                                                    "gravacd")
+        first = log("worker-0", "workers")
+        final = re.search(r"^\[rank 0\] done: mode gravac, final accuracy ([0-9.]+)", first, re.M)
+        assert final and float(final.group(1)) >= 0.9, first
+        assert re.search(r"^\[rank 0\] epoch .* θ ", first, re.M), first
+    finally:
+        podman("rm", "--all", "--force", "--time", "5", check=False)
+        for proc in procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, 9)
+                proc.wait()
+        for f in logs.values():
+            f.close()
