@@ -231,6 +231,11 @@ void Client::ReaderLoop() {
       }
       if (msg.has_response()) {
         OnResponse(*msg.mutable_response(), std::move((*frame)->fds));
+      } else if (msg.has_error()) {
+        FailAll(absl::Status(static_cast<absl::StatusCode>(msg.error().code()),
+                             absl::StrFormat("rank %d: the daemon refused this worker: %s",
+                                             config_.rank, msg.error().message())));
+        return;
       } else if (msg.has_shutdown_ack()) {
         std::lock_guard<std::mutex> lock(mu_);
         shutdown_acked_ = true;

@@ -1,5 +1,6 @@
 #include "core/ipc/segment.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -63,11 +64,14 @@ absl::Status ValidateShmHeader(const void* base, uint64_t mapped_bytes) {
 
 absl::StatusOr<ShmSegment> ShmSegment::Create(std::string_view name, uint64_t data_bytes) {
   std::string n(name);
-  UniqueFd fd(::memfd_create(n.c_str(), MFD_CLOEXEC));
+  UniqueFd fd(::memfd_create(n.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (!fd.valid()) return ErrnoStatus(absl::StatusCode::kInternal, errno, "memfd_create");
   const uint64_t total = kShmDataOffset + data_bytes;
   if (::ftruncate(fd.get(), static_cast<off_t>(total)) != 0) {
     return ErrnoStatus(absl::StatusCode::kInternal, errno, absl::StrFormat("ftruncate memfd to %d bytes", total));
+  }
+  if (::fcntl(fd.get(), F_ADD_SEALS, kShmRequiredSeals) != 0) {
+    return ErrnoStatus(absl::StatusCode::kInternal, errno, "sealing the memfd (F_ADD_SEALS)");
   }
   void* base = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
   if (base == MAP_FAILED) return ErrnoStatus(absl::StatusCode::kInternal, errno, absl::StrFormat("mmap %d bytes", total));
@@ -80,7 +84,25 @@ absl::StatusOr<ShmSegment> ShmSegment::Create(std::string_view name, uint64_t da
   return s;
 }
 
+absl::Status CheckShmSeals(int fd) {
+  const int seals = ::fcntl(fd, F_GET_SEALS);
+  if (seals < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "shared-memory segment is not a sealable memfd (F_GET_SEALS: %s)", std::strerror(errno)));
+  }
+  if ((seals & kShmRequiredSeals) != kShmRequiredSeals) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("shared-memory segment is not sealed against resizing (seals 0x%x, need "
+                        "F_SEAL_SHRINK|F_SEAL_GROW|F_SEAL_SEAL = 0x%x)",
+                        seals, kShmRequiredSeals));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ShmSegment> ShmSegment::Map(UniqueFd fd, bool writable) {
+  // Seals first: once F_SEAL_SHRINK|F_SEAL_SEAL are on, the size read below is final, so no
+  // access inside the mapping can fault (SIGBUS) however the other side behaves.
+  if (absl::Status sealed = CheckShmSeals(fd.get()); !sealed.ok()) return sealed;
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return ErrnoStatus(absl::StatusCode::kInternal, errno, "fstat segment fd");
   const uint64_t size = static_cast<uint64_t>(st.st_size);

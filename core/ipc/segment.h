@@ -1,11 +1,16 @@
 // ShmSegment: a memfd-backed shared-memory segment with the ABI header of shm_abi.h, mapped into
 // this process (RAII: unmapped and closed on destruction). The creator (Create) writes the
-// header; the other side maps the fd it received (Map), which validates the header first.
+// header and seals the memfd against resizing (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL); the
+// other side maps the fd it received (Map), which refuses a segment without those seals (a peer
+// that could shrink the file under the mapping would make our accesses fault with SIGBUS) and
+// validates the header.
 //
 // Thread-safety: the object is a move-only value; concurrent access to the mapped bytes is the
 // users' protocol (the request/response exchange orders it).
 #ifndef GRAVAC_CORE_IPC_SEGMENT_H_
 #define GRAVAC_CORE_IPC_SEGMENT_H_
+
+#include <fcntl.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -17,12 +22,19 @@
 
 namespace gravac::ipc {
 
+// Seals every segment carries: its size is fixed for its whole life.
+inline constexpr int kShmRequiredSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+
+// OK when `fd` is a memfd with kShmRequiredSeals; InvalidArgument naming what is missing.
+absl::Status CheckShmSeals(int fd);
+
 class ShmSegment {
  public:
   // Creates a memfd named `name` (for /proc/PID/fd listings) with room for `data_bytes` bytes of
   // data after the header, maps it read-write and writes the header.
   static absl::StatusOr<ShmSegment> Create(std::string_view name, uint64_t data_bytes);
-  // Maps a segment received from the other side (takes the fd) and validates its header.
+  // Maps a segment received from the other side (takes the fd): InvalidArgument when it is not
+  // a memfd sealed with kShmRequiredSeals or its header is invalid.
   static absl::StatusOr<ShmSegment> Map(UniqueFd fd, bool writable);
 
   ShmSegment() = default;

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_format.h"
 #include "core/errno_status.h"
+#include "core/ipc/peer_credentials.h"
 
 namespace gravac::ipc {
 namespace {
@@ -31,16 +32,6 @@ absl::StatusOr<sockaddr_un> Address(std::string_view path) {
   }
   std::memcpy(addr.sun_path, path.data(), path.size());
   return addr;
-}
-
-absl::StatusOr<gid_t> GroupId(const std::string& name) {
-  std::vector<char> buf(16384);
-  group g;
-  group* result = nullptr;
-  if (::getgrnam_r(name.c_str(), &g, buf.data(), buf.size(), &result) != 0 || result == nullptr) {
-    return absl::InvalidArgumentError(absl::StrFormat("unknown socket group '%s'", name));
-  }
-  return result->gr_gid;
 }
 
 // 0: nobody listens (stale or absent), 1: a server answers.
@@ -64,7 +55,7 @@ absl::StatusOr<UniqueFd> ListenUnix(const ListenOptions& options) {
   const sockaddr_un addr = *addr_or;
   gid_t gid = 0;
   if (!options.group.empty()) {
-    auto gid_or = GroupId(options.group);
+    auto gid_or = LookupGroupId(options.group);
     if (!gid_or.ok()) return gid_or.status();
     gid = *gid_or;
   }

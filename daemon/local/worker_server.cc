@@ -26,6 +26,7 @@ absl::StatusOr<std::shared_ptr<WorkerServerImpl>> WorkerServerImpl::Create(
         absl::StrFormat("local_size must be at least 1, got %d", options.local_size));
   }
   auto impl = std::shared_ptr<WorkerServerImpl>(new WorkerServerImpl(std::move(options)));
+  ASSIGN_OR_RETURN(impl->peer_policy_, ipc::PolicyForThisUser(impl->options_.socket_group));
   ipc::ListenOptions listen;
   listen.path = impl->options_.socket_path;
   listen.group = impl->options_.socket_group;
@@ -179,6 +180,18 @@ void WorkerServerImpl::AcceptAll() {
     if (fd < 0) return;
     auto conn = std::make_unique<Conn>();
     conn->fd.Reset(fd);
+    absl::StatusOr<ipc::PeerCredentials> peer = ipc::GetPeerCredentials(fd);
+    absl::Status allowed = peer.ok() ? ipc::CheckPeer(*peer, peer_policy_) : peer.status();
+    if (!allowed.ok()) {
+      if (options_.log != nullptr) {
+        GRAVAC_LOG(*options_.log, kWarning, "refused a connection: %s", allowed.message());
+      }
+      v1::DaemonMessage refusal;
+      refusal.mutable_error()->set_code(static_cast<int>(allowed.code()));
+      refusal.mutable_error()->set_message(std::string(allowed.message()));
+      (void)ipc::SendFrame(fd, refusal.SerializeAsString(), {}, absl::Seconds(1));
+      continue;  // conn closes the socket
+    }
     Watch(fd);
     conns_.emplace(fd, std::move(conn));
   }
@@ -213,13 +226,14 @@ bool WorkerServerImpl::Handle(Conn& conn, v1::WorkerMessage& msg, std::vector<ip
       return HandleHello(conn, msg.hello());
     case v1::WorkerMessage::kRegisterSegment: {
       if (conn.local_rank < 0 || fds.size() != 1) {
-        Drop(conn, absl::InvalidArgumentError("segment registration before hello or without fd"));
+        Refuse(conn, absl::InvalidArgumentError("segment registration before hello or without fd"));
         return false;
       }
       auto seg = ipc::ShmSegment::Map(std::move(fds[0]), /*writable=*/true);
       if (!seg.ok()) {
-        Drop(conn, absl::InvalidArgumentError(absl::StrFormat(
-                       "rank %d: staging segment refused: %s", conn.rank, seg.status().message())));
+        Refuse(conn,
+               absl::InvalidArgumentError(absl::StrFormat("rank %d: staging segment refused: %s",
+                                                          conn.rank, seg.status().message())));
         return false;
       }
       conn.segments[msg.register_segment().segment_id()] = std::move(*seg);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/ipc/framing.h"
+#include "core/ipc/peer_credentials.h"
 #include "core/ipc/segment.h"
 #include "core/ipc/unix_socket.h"
 #include "daemon/local/local_reduce.h"
@@ -89,6 +90,8 @@ class WorkerServerImpl : public std::enable_shared_from_this<WorkerServerImpl> {
                const absl::Status& status);
   void Send(Conn& conn, const v1::DaemonMessage& msg, absl::Span<const int> fds = {});
   void Drop(Conn& conn, const absl::Status& why);
+  // Tells the worker why (an Error message) and drops it.
+  void Refuse(Conn& conn, const absl::Status& why);
   void FailNode(absl::Status status);
   void ReportFailure();
   void MarkFinished(int local_rank);
@@ -100,6 +103,7 @@ class WorkerServerImpl : public std::enable_shared_from_this<WorkerServerImpl> {
   const WorkerServerOptions options_;
   ipc::UniqueFd listen_fd_, epoll_fd_, wake_fd_;
   ino_t socket_inode_ = 0;
+  ipc::PeerPolicy peer_policy_;  // who may connect (SO_PEERCRED)
   std::thread thread_;
   std::mutex join_mu_;
 

@@ -315,6 +315,14 @@ void WorkerServerImpl::Drop(Conn& conn, const absl::Status& why) {
       local_rank, pid, why.message())));
 }
 
+void WorkerServerImpl::Refuse(Conn& conn, const absl::Status& why) {
+  v1::DaemonMessage msg;
+  msg.mutable_error()->set_code(static_cast<int>(why.code()));
+  msg.mutable_error()->set_message(std::string(why.message()));
+  Send(conn, msg);
+  Drop(conn, why);
+}
+
 void WorkerServerImpl::FailNode(absl::Status status) {
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -1,5 +1,6 @@
 #include "core/ipc/segment.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -41,16 +42,53 @@ TEST(ShmSegmentTest, MoveKeepsMapping) {
   EXPECT_EQ(moved.data()[0], 1);
 }
 
-// Writes a header variant into a fresh memfd of `file_bytes` and maps it.
-absl::Status MapWithHeader(uint64_t file_bytes, void (*mutate)(ShmSegmentHeader*)) {
-  UniqueFd fd(::memfd_create("bad", MFD_CLOEXEC));
+// Writes a header variant into a fresh memfd of `file_bytes`, adds `seals` and maps it.
+absl::Status MapWithHeader(uint64_t file_bytes, void (*mutate)(ShmSegmentHeader*),
+                           int seals = kShmRequiredSeals) {
+  UniqueFd fd(::memfd_create("bad", MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (::ftruncate(fd.get(), static_cast<off_t>(file_bytes)) != 0) {
     return absl::InternalError("ftruncate");
   }
   ShmSegmentHeader h = MakeShmHeader(file_bytes);
   mutate(&h);
   if (::pwrite(fd.get(), &h, sizeof(h), 0) != sizeof(h)) return absl::InternalError("pwrite");
+  if (seals != 0 && ::fcntl(fd.get(), F_ADD_SEALS, seals) != 0) {
+    return absl::InternalError("F_ADD_SEALS");
+  }
   return ShmSegment::Map(std::move(fd), false).status();
+}
+
+TEST(ShmSegmentTest, CreatedSegmentsCannotBeResized) {
+  auto a = ShmSegment::Create("sealed", 4096);
+  ASSERT_THAT(a, IsOk());
+  EXPECT_EQ(::fcntl(a->fd(), F_GET_SEALS) & kShmRequiredSeals, kShmRequiredSeals);
+  EXPECT_NE(::ftruncate(a->fd(), 0), 0);
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_NE(::ftruncate(a->fd(), 1 << 20), 0);
+  EXPECT_NE(::fcntl(a->fd(), F_ADD_SEALS, F_SEAL_WRITE), 0);  // F_SEAL_SEAL: no more seals
+  EXPECT_EQ(a->data()[4095], 0);                              // still mapped in full
+}
+
+TEST(ShmSegmentTest, UnsealedOrPartlySealedSegmentsAreRefused) {
+  EXPECT_THAT(MapWithHeader(
+                  8192, [](ShmSegmentHeader*) {}, 0),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not sealed")));
+  EXPECT_THAT(MapWithHeader(
+                  8192, [](ShmSegmentHeader*) {}, F_SEAL_GROW | F_SEAL_SEAL),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not sealed")));
+  EXPECT_THAT(MapWithHeader(
+                  8192, [](ShmSegmentHeader*) {}, F_SEAL_SHRINK | F_SEAL_GROW),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not sealed")));
+}
+
+TEST(ShmSegmentTest, FileThatIsNotAMemfdIsRefused) {
+  char path[] = "/tmp/gravac_segment_XXXXXX";
+  UniqueFd fd(::mkstemp(path));
+  ASSERT_TRUE(fd.valid());
+  ::unlink(path);
+  ASSERT_EQ(::ftruncate(fd.get(), 8192), 0);
+  EXPECT_THAT(ShmSegment::Map(std::move(fd), false),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not a sealable memfd")));
 }
 
 TEST(ShmSegmentTest, GoodHeaderAccepted) {
@@ -77,8 +115,9 @@ TEST(ShmSegmentTest, BadSizeRejected) {
 }
 
 TEST(ShmSegmentTest, TooSmallFileRejected) {
-  UniqueFd fd(::memfd_create("small", MFD_CLOEXEC));
+  UniqueFd fd(::memfd_create("small", MFD_CLOEXEC | MFD_ALLOW_SEALING));
   ASSERT_EQ(::ftruncate(fd.get(), 100), 0);
+  ASSERT_EQ(::fcntl(fd.get(), F_ADD_SEALS, kShmRequiredSeals), 0);
   EXPECT_THAT(ShmSegment::Map(std::move(fd), false),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("smaller than its header")));
 }

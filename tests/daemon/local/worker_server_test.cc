@@ -1,6 +1,7 @@
 #include "daemon/local/worker_server.h"
 
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -91,6 +92,36 @@ TEST(WorkerServerTest, SocketHasMode0600AndIsRemovedOnStop) {
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   server->Stop();
   EXPECT_NE(::stat(dir.socket().c_str(), &st), 0);
+}
+
+// The socket's mode keeps other users out; if it is widened by hand (or the socket handed on), the
+// daemon still refuses a peer of another user by its SO_PEERCRED. Needs root to become another
+// user; skipped otherwise.
+TEST(WorkerServerTest, PeerOfAnotherUserIsRefusedEvenThroughAWidenedSocket) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to run a peer as another user";
+  TempDir dir;
+  auto server = StartServer(dir, 1);
+  ASSERT_NE(server, nullptr);
+  ASSERT_EQ(::chmod(dir.path().c_str(), 0755), 0);
+  ASSERT_EQ(::chmod(dir.socket().c_str(), 0666), 0);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(10);
+    RawWorker w;
+    if (!w.Connect(dir.socket()).ok()) ::_exit(11);
+    (void)w.Hello(0, 1, 0, 1);
+    auto reply = w.Read();
+    if (!reply.ok()) ::_exit(12);
+    if (reply->error().code() != static_cast<int>(absl::StatusCode::kPermissionDenied)) ::_exit(13);
+    if (reply->error().message().find("uid 65534") == std::string::npos) ::_exit(14);
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "10 setuid, 11 connect, 12 no reply, 13 code, 14 message";
+  // The refused peer did not take the slot: our own worker still gets in.
+  RunWorkers(dir.socket(), 1, 0, 1, [](int, gravac_context*) {});
 }
 
 TEST(WorkerServerTest, SecondDaemonOnSamePathIsRefusedAndStaleSocketReplaced) {
