@@ -44,6 +44,13 @@ constexpr SettingSpec kSettings[] = {
      SettingType::kDouble},
     {"op_timeout_s", "GRAVAC_OP_TIMEOUT_S", "30", "data-plane silence that fails a collective",
      SettingType::kDouble},
+    {"stall_timeout_s", "GRAVAC_STALL_TIMEOUT_S", "600",
+     "a tensor some local ranks posted and others did not for this long fails the job on every "
+     "rank, naming the tensor and the missing ranks",
+     SettingType::kDouble},
+    {"check_finite", "GRAVAC_CHECK_FINITE", "false",
+     "refuse float allreduce inputs holding NaN or infinity (fails the tensor on every rank)",
+     SettingType::kBool},
     {"step_log", "GRAVAC_STEP_LOG", "", "file with one line per executed group"},
     {"worker_timeout_s", "GRAVAC_WORKER_TIMEOUT_S", "120", "limit for the local workers' hellos",
      SettingType::kDouble},
@@ -106,7 +113,8 @@ absl::StatusOr<GravacdOptions> GravacdOptionsFromSettings(const Settings& s) {
                                                      "gravacd's data plane (its collectives "
                                                      "reduce in host memory)");
       !carries.ok()) {
-    return absl::InvalidArgumentError(StrCat("--transport (GRAVAC_TRANSPORT): ", carries.message()));
+    return absl::InvalidArgumentError(
+        StrCat("--transport (GRAVAC_TRANSPORT): ", carries.message()));
   }
   ASSIGN_OR_RETURN(o.ucx_tls, s.GetString("ucx_tls"));
   ASSIGN_OR_RETURN(o.ucx_net_devices, s.GetString("ucx_net_devices"));
@@ -124,6 +132,8 @@ absl::StatusOr<GravacdOptions> GravacdOptionsFromSettings(const Settings& s) {
   o.cycle_time = absl::Microseconds(static_cast<int64_t>(cycle_ms * 1000));
   ASSIGN_OR_RETURN(o.stall_warning, PositiveSeconds(s, "stall_warning_s"));
   ASSIGN_OR_RETURN(o.op_timeout, PositiveSeconds(s, "op_timeout_s"));
+  ASSIGN_OR_RETURN(o.stall_timeout, PositiveSeconds(s, "stall_timeout_s"));
+  ASSIGN_OR_RETURN(o.check_finite, s.GetBool("check_finite"));
   ASSIGN_OR_RETURN(o.step_log, s.GetString("step_log"));
   ASSIGN_OR_RETURN(o.worker_timeout, PositiveSeconds(s, "worker_timeout_s"));
   ASSIGN_OR_RETURN(o.join_timeout, PositiveSeconds(s, "join_timeout_s"));
@@ -232,6 +242,8 @@ absl::Status Gravacd::Run() {
                            .socket_group = options_.socket_group,
                            .local_size = options_.local_size,
                            .stall_warning = options_.stall_warning,
+                           .stall_timeout = options_.stall_timeout,
+                           .check_finite = options_.check_finite,
                            .log = log_,
                            .metrics = metrics.get()});
   if (!started.ok()) {

@@ -65,6 +65,8 @@ struct GravacdOptions {
   absl::Duration cycle_time = absl::Milliseconds(1);
   absl::Duration stall_warning = absl::Seconds(60);
   absl::Duration op_timeout = absl::Seconds(30);
+  absl::Duration stall_timeout = absl::Seconds(600);    // locally stalled tensor fails the job
+  bool check_finite = false;                            // refuse non-finite float allreduces
   std::string step_log;                                 // "" = none
   absl::Duration worker_timeout = absl::Seconds(120);   // all local workers said hello
   absl::Duration join_timeout = absl::Seconds(120);     // all daemons joined

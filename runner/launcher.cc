@@ -34,6 +34,10 @@
 namespace gravac::runner {
 namespace {
 
+// After a rank fails, how long the other ranks get to exit (with their own errors) before the
+// job is stopped.
+constexpr absl::Duration kFailureSettle = absl::Seconds(2);
+
 enum class Role { kController, kDaemon, kWorker };
 
 struct Proc {
@@ -455,6 +459,14 @@ class Job {
     if (torn_down_) return;
     torn_down_ = true;
     if (!procs_.empty()) {
+      if (!stopping_ && failure_code_.has_value() && signal_ == 0) {
+        // The first rank to fail is usually one of several that got the same error from the
+        // daemons: the others get a moment to report theirs before they are stopped.
+        Pump(absl::Now() + kFailureSettle, [&] {
+          return std::all_of(procs_.begin(), procs_.end(),
+                             [](const auto& p) { return p->done || p->role != Role::kWorker; });
+        });
+      }
       if (!stopping_) SignalAll(SIGTERM);
       auto all_done = [&] {
         return std::all_of(procs_.begin(), procs_.end(), [](const auto& p) { return p->done; });

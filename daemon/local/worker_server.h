@@ -21,7 +21,12 @@
 // fails with that message. Locally inconsistent requests (different dtype, shape, op, kind, root,
 // compress or step for the same name) fail on every local worker with FailedPrecondition naming
 // the ranks and the field. A tensor posted by some local workers but not all for longer than
-// `stall_warning` is logged (warning) naming the missing global ranks, once per stall_warning.
+// `stall_warning` is logged (warning) naming the missing global ranks, once per stall_warning;
+// after `stall_timeout` it fails the node (DeadlineExceeded naming the tensor and the missing
+// ranks). A tensor that waits for a local worker which has already called gravac_shutdown can
+// never complete: it fails the node at once (FailedPrecondition, GRAVAC_ERR_MISMATCH on the
+// workers), so an extra or a missing collective at the end of a job is an error, not a hang.
+// With check_finite, a float allreduce whose local sum is not finite fails on every node.
 //
 // Threads: one internal thread (epoll) serves all workers and runs the sink; DoneCallbacks may
 // run on any thread (they only queue work for the internal thread). All public methods are
@@ -47,6 +52,12 @@ struct WorkerServerOptions {
   std::string socket_group;  // "" = none
   int local_size = 1;        // workers expected on this node
   absl::Duration stall_warning = absl::Seconds(60);
+  // A tensor posted by some local workers and not by others for this long fails the node (every
+  // pending and later tensor, on every node through the engine) naming it and the missing ranks.
+  absl::Duration stall_timeout = absl::Seconds(600);
+  // Allreduces of float tensors whose local sum holds a NaN or an infinity fail on every node
+  // (InvalidArgument naming the tensor and the ranks whose input was not finite).
+  bool check_finite = false;
   Logger* log = nullptr;  // nullptr: nothing is logged
   // Connected workers, handoff latencies (in, out), local reduce time, local stalls and tensors
   // failed here; nullptr = no metrics. Must outlive the server.

@@ -96,6 +96,8 @@ class WorkerServerImpl : public std::enable_shared_from_this<WorkerServerImpl> {
   void ReportFailure();
   void MarkFinished(int local_rank);
   void CheckStalls();
+  // The pending tensors other than `except` and the ranks each lacks, for a stall error.
+  std::string OtherStalls(const std::string& except) const;
   void Teardown();
   void CountWorkers();  // connected workers to the metrics
   Conn* ByLocalRank(int local_rank);

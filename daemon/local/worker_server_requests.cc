@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "core/absl_compat.h"
 #include "core/ipc/shm_abi.h"
+#include "daemon/local/finite_check.h"
 #include "daemon/local/worker_server_impl.h"
 
 namespace gravac::daemon::internal {
@@ -195,6 +196,15 @@ void WorkerServerImpl::Complete(const std::string& name, Pending pending) {
   for (const LocalInput& in : inputs) bytes += in.bytes;
   if (inputs[0].spec->kind != CollectiveKind::kAllgather) bytes = inputs[0].bytes;
   ready.tensor = CombineLocal(inputs, pending.first_posted_ns, pool_.Take(bytes));
+  if (options_.check_finite) {
+    // Refused like a local disagreement: the engine fails it on every node with this message.
+    absl::Status finite =
+        CheckFiniteAllreduce(inputs, ready.tensor.data.data(), ready.tensor.data.size());
+    if (!finite.ok()) {
+      if (options_.log != nullptr) GRAVAC_LOG(*options_.log, kError, "%s", finite.message());
+      ready.tensor.local_status = std::move(finite);
+    }
+  }
   const int64_t reduced_ns = NowNs();
   for (auto& post : pending.posts) ready.posts.push_back(std::move(*post));
   if (serving_) {
@@ -355,18 +365,62 @@ void WorkerServerImpl::ReportFailure() {
   if (on_failure_) on_failure_(LockedFailure());
 }
 
+std::string WorkerServerImpl::OtherStalls(const std::string& except) const {
+  std::vector<std::string> others;
+  for (const auto& [name, p] : pending_) {
+    if (name == except) continue;
+    if (others.size() == 4) {
+      others.push_back("...");
+      break;
+    }
+    std::vector<int> missing;
+    for (int lr = 0; lr < options_.local_size; ++lr) {
+      if (!p.posts[lr].has_value()) missing.push_back(first_rank_ + lr);
+    }
+    others.push_back(absl::StrFormat("'%s' from ranks [%s]", name, absl::StrJoin(missing, ", ")));
+  }
+  if (others.empty()) return "";
+  return absl::StrFormat(" (also missing: %s)", absl::StrJoin(others, ", "));
+}
+
 void WorkerServerImpl::CheckStalls() {
   if (pending_.empty()) return;
   const absl::Time now = absl::Now();
+  std::vector<bool> finished;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!failure_.ok()) return;  // the pending tensors have failed already
+    finished = finished_slot_;
+  }
   for (auto& [name, p] : pending_) {
     const absl::Duration waited = now - absl::FromUnixNanos(p.first_posted_ns);
+    std::vector<int> posted, missing, gone;
+    for (int lr = 0; lr < options_.local_size; ++lr) {
+      (p.posts[lr].has_value() ? posted : missing).push_back(first_rank_ + lr);
+      if (!p.posts[lr].has_value() && finished[lr]) gone.push_back(first_rank_ + lr);
+    }
+    if (!gone.empty()) {
+      // Those ranks will never post it: an extra collective on some ranks, or a missing one on
+      // the others, at the end of the job.
+      FailNode(absl::FailedPreconditionError(absl::StrFormat(
+          "tensor '%s' posted by ranks [%s] will never complete: ranks [%s] have called "
+          "gravac_shutdown without it (the ranks disagree on which collectives they call)",
+          name, absl::StrJoin(posted, ", "), absl::StrJoin(gone, ", "))));
+      return;
+    }
+    if (waited >= options_.stall_timeout) {
+      FailNode(absl::DeadlineExceededError(absl::StrFormat(
+          "stall: tensor '%s' posted by ranks [%s] %s ago is still missing from ranks [%s]%s; "
+          "failing the job after --stall_timeout_s %s",
+          name, absl::StrJoin(posted, ", "),
+          absl::FormatDuration(absl::Trunc(waited, absl::Milliseconds(1))),
+          absl::StrJoin(missing, ", "), OtherStalls(name),
+          absl::FormatDuration(options_.stall_timeout))));
+      return;
+    }
     if (waited < options_.stall_warning || now - p.last_warned < options_.stall_warning) continue;
     p.last_warned = now;
     if (options_.metrics != nullptr) options_.metrics->OnStalls(1);
-    std::vector<int> posted, missing;
-    for (int lr = 0; lr < options_.local_size; ++lr) {
-      (p.posts[lr].has_value() ? posted : missing).push_back(first_rank_ + lr);
-    }
     if (options_.log != nullptr) {
       GRAVAC_LOG(*options_.log, kWarning,
                  "stall: tensor '%s' posted by ranks [%s] %s ago is still missing from ranks [%s]",

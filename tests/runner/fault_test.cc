@@ -47,5 +47,100 @@ TEST(FaultTest, WorkerShrinkingItsSegmentCannotCrashTheDaemon) {
   EXPECT_THAT(r.out, Not(HasSubstr("rank 0: allreduce: GRAVAC_OK")));
 }
 
+// Runs the job worker on 4 ranks / 2 nodes with a fault; returns the result and how long it took.
+struct FaultRun {
+  netemu::CommandResult result;
+  absl::Duration took;
+  std::string all() const { return result.out + result.err; }
+};
+absl::StatusOr<FaultRun> RunFault(std::vector<std::string> flags,
+                                  std::vector<std::string> worker_args) {
+  const absl::Time start = absl::Now();
+  absl::StatusOr<netemu::CommandResult> r =
+      Gravacrun(std::move(flags), RUNNER_JOB_WORKER, std::move(worker_args));
+  if (!r.ok()) return r.status();
+  return FaultRun{std::move(*r), absl::Now() - start};
+}
+
+// The line job_worker prints when rank `rank`'s allreduce at `step` fails.
+std::string StepFailure(int rank, int step) {
+  return absl::StrCat("job_worker: rank ", rank, " step ", step, " allreduce failed: ");
+}
+
+// Finding 4 of issue 19: one rank allreduces a name the other ranks never post. Every rank now
+// fails after --stall_timeout_s (3 s here; 600 s by default), naming the stalled tensors and the
+// ranks missing from them; the job ends within stall bound + 20 s.
+TEST(FaultTest, CollectiveSomeRanksNeverPostFailsEveryRankAfterTheStallBound) {
+  ASSERT_OK_AND_ASSIGN(FaultRun r, RunFault({"-np", "4", "--nodes", "2", "--stall_timeout_s", "3"},
+                                            {"--steps", "4", "--fault", "stray", "--fault_rank",
+                                             "1", "--fault_step", "1"}));
+  EXPECT_NE(r.result.status.exit_code, 0);
+  EXPECT_LT(r.took, absl::Seconds(3 + 20)) << r.all();
+  for (int rank : {0, 1, 2, 3}) {
+    EXPECT_THAT(r.result.err,
+                ::testing::ContainsRegex(absl::StrCat(StepFailure(rank, 1),
+                                                      "[^\n]*stall: tensor '[a-z.]+' posted by "
+                                                      "ranks \\[[0-9]\\] [^\n]*--stall_timeout_s")))
+        << "rank " << rank << "\n"
+        << r.all();
+  }
+  EXPECT_THAT(r.result.err, HasSubstr("'stray' from ranks [0]"));
+  EXPECT_THAT(r.result.err, Not(HasSubstr("killed by signal")));
+}
+
+// Finding 3 of issue 19: a hung rank (SIGSTOP). The ranks of the other node and the other rank
+// of the stalled node all fail after the stall bound, naming the stopped rank.
+TEST(FaultTest, StoppedRankFailsEveryOtherRankIncludingItsNodeWithinTheStallBound) {
+  ASSERT_OK_AND_ASSIGN(FaultRun r, RunFault({"-np", "4", "--nodes", "2", "--stall_timeout_s", "3"},
+                                            {"--steps", "4", "--fault", "stop", "--fault_rank", "1",
+                                             "--fault_step", "1"}));
+  EXPECT_NE(r.result.status.exit_code, 0);
+  EXPECT_LT(r.took, absl::Seconds(3 + 20)) << r.all();
+  for (int rank : {0, 2, 3}) {
+    EXPECT_THAT(r.result.err, ::testing::ContainsRegex(absl::StrCat(
+                                  StepFailure(rank, 1), "[^\n]*still missing from ranks \\[1\\]")))
+        << "rank " << rank << "\n"
+        << r.all();
+  }
+}
+
+// Finding 4 of issue 19, at the end of a job: one rank calls one more allreduce than the others.
+// It gets GRAVAC_ERR_MISMATCH naming the tensor and the ranks that shut down without it, at once
+// (no stall bound to wait for), instead of being killed after "shutdown not agreed".
+TEST(FaultTest, ExtraCollectiveAtTheEndIsAMismatchErrorNotAKill) {
+  ASSERT_OK_AND_ASSIGN(FaultRun r,
+                       RunFault({"-np", "4", "--nodes", "2"},
+                                {"--steps", "2", "--fault", "extra", "--fault_rank", "1"}));
+  EXPECT_EQ(r.result.status.exit_code, 1) << r.all();
+  EXPECT_LT(r.took, absl::Seconds(30)) << r.all();
+  EXPECT_THAT(r.result.out,
+              HasSubstr("rank 1: extra allreduce: GRAVAC_ERR_MISMATCH: tensor 'extra' posted by "
+                        "ranks [1] will never complete: ranks [0] have called gravac_shutdown"))
+      << r.all();
+  EXPECT_THAT(r.all(), Not(HasSubstr("killed by signal")));
+  for (int rank : {0, 2, 3}) {
+    EXPECT_THAT(r.result.out, HasSubstr(absl::StrCat("[rank ", rank, "] rank ", rank, " of 4 ok")));
+  }
+}
+
+// Finding 6 of issue 19: a NaN on the dense path reached every replica without a word. With
+// --check_finite every rank gets an error naming the tensor and the rank whose input held it.
+TEST(FaultTest, CheckFiniteTurnsADenseNanIntoAnErrorOnEveryRank) {
+  ASSERT_OK_AND_ASSIGN(FaultRun r, RunFault({"-np", "4", "--nodes", "2", "--check_finite", "true"},
+                                            {"--steps", "3", "--fault", "nan", "--fault_rank", "2",
+                                             "--fault_step", "1"}));
+  EXPECT_NE(r.result.status.exit_code, 0);
+  EXPECT_LT(r.took, absl::Seconds(30)) << r.all();
+  for (int rank : {0, 1, 2, 3}) {
+    EXPECT_THAT(r.result.err,
+                ::testing::ContainsRegex(absl::StrCat(
+                    StepFailure(rank, 1),
+                    "GRAVAC_ERR_INVALID: [^\n]*non-finite value at element 3 in the input of "
+                    "ranks \\[2\\]")))
+        << "rank " << rank << "\n"
+        << r.all();
+  }
+}
+
 }  // namespace
 }  // namespace gravac::runner

@@ -4,7 +4,14 @@
 // "rank R of N ok" and shuts down. With --exit_at_step S --exit_rank R, rank R exits with code 7
 // at step S without shutting down (a worker dying mid-job). With --bytes B it first times one
 // dense allreduce of B bytes of float32 and prints "dense allreduce of B bytes: T s".
+// With --fault F --fault_rank R [--fault_step S (1)], rank R misbehaves (tests/runner/fault_test):
+// stray = allreduces a name no other rank posts at step S; nan = its dense input at step S holds
+// a NaN; stop = stops itself (SIGSTOP) at step S; extra = one more allreduce than the others
+// after the barrier, reported as "rank R: extra allreduce: STATUS: message" (exit 1 on error).
+#include <signal.h>
+
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -38,11 +45,17 @@ int main(int argc, char** argv) {
   int exit_at_step = -1;
   int exit_rank = -1;
   int64_t big_bytes = 0;
+  std::string fault;
+  int fault_rank = -1;
+  int fault_step = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--steps") == 0) steps = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--exit_at_step") == 0) exit_at_step = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--exit_rank") == 0) exit_rank = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--bytes") == 0) big_bytes = std::atoll(argv[i + 1]);
+    if (std::strcmp(argv[i], "--fault") == 0) fault = argv[i + 1];
+    if (std::strcmp(argv[i], "--fault_rank") == 0) fault_rank = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--fault_step") == 0) fault_step = std::atoi(argv[i + 1]);
   }
   gravac_context* ctx = nullptr;
   char init_error[512] = {};
@@ -84,6 +97,20 @@ int main(int argc, char** argv) {
     std::vector<float> in(n, static_cast<float>(rank + 1 + step));
     std::vector<float> sum(n), avg(n);
     gravac_tensor_options topts = {step, 1, 0};
+    const bool faulty = rank == fault_rank && step == fault_step;
+    if (faulty && fault == "stop") ::raise(SIGSTOP);
+    if (faulty && fault == "nan") in[3] = std::nanf("");
+    if (faulty && fault == "stray") {
+      gravac_request* rs = nullptr;
+      s = gravac_allreduce_async(ctx, "stray", in.data(), sum.data(), shape, 1, GRAVAC_FLOAT32,
+                                 GRAVAC_SUM, &topts, &rs);
+      s = WaitAndFree(s, rs, &error);
+      if (s != GRAVAC_OK) {
+        std::fprintf(stderr, "job_worker: rank %d step %d allreduce failed: %s: %s\n", rank, step,
+                     gravac_status_string(s), error.c_str());
+        return 1;
+      }
+    }
     gravac_request* r1 = nullptr;
     gravac_request* r2 = nullptr;
     gravac_status p1 = gravac_allreduce_async(ctx, "grad.sum", in.data(), sum.data(), shape, 1,
@@ -163,6 +190,16 @@ int main(int argc, char** argv) {
     }
   }
   if ((s = gravac_barrier(ctx)) != GRAVAC_OK) return Fail(ctx, "barrier", s, nullptr);
+  if (fault == "extra" && rank == fault_rank) {
+    gravac_request* rx = nullptr;
+    s = gravac_allreduce_async(ctx, "extra", data.data(), data.data(), bshape, 1, GRAVAC_FLOAT64,
+                               GRAVAC_SUM, nullptr, &rx);
+    s = WaitAndFree(s, rx, &error);
+    std::printf("rank %d: extra allreduce: %s: %s\n", rank, gravac_status_string(s), error.c_str());
+    std::fflush(stdout);
+    gravac_shutdown(ctx);
+    return s == GRAVAC_OK ? 0 : 1;
+  }
   std::printf("rank %d of %d ok (compressed: theta %g, %s, epoch %ld)\n", rank, size, info.theta,
               info.collective, static_cast<long>(info.decision_epoch));
   std::fflush(stdout);

@@ -299,6 +299,76 @@ TEST(WorkerServerTest, LocalMismatchFailsEveryLocalWorkerNamingRanksAndField) {
   EXPECT_THAT(engine.local_failed(), ::testing::UnorderedElementsAre("w", "d"));
 }
 
+// Issue 19, finding 4: a tensor some local ranks never post fails the node after stall_timeout,
+// naming it and the missing ranks.
+TEST(WorkerServerTest, StallTimeoutFailsTheNodeNamingTensorAndMissingRanks) {
+  TempDir dir;
+  WorkerServerOptions o;
+  o.socket_path = dir.socket();
+  o.local_size = 2;
+  o.stall_warning = absl::Milliseconds(100);
+  o.stall_timeout = absl::Milliseconds(400);
+  ASSERT_OK_AND_ASSIGN(auto server, WorkerServer::Start(o));
+  FakeEngine engine(4);
+  server->Serve(engine.Sink(), engine.OnFailure());
+  std::atomic<bool> failed{false};
+  const absl::Time start = absl::Now();
+  RunWorkers(dir.socket(), 2, /*first_rank=*/2, /*size=*/4, [&](int lr, gravac_context* ctx) {
+    if (lr == 1) {  // never posts; stays connected until rank 2 has its error
+      for (int i = 0; i < 200 && !failed; ++i) absl::SleepFor(absl::Milliseconds(20));
+      return;
+    }
+    float v = 1.0f;
+    gravac_request* req = nullptr;
+    ASSERT_EQ(gravac_allreduce_async(ctx, "lonely", &v, &v, nullptr, 0, GRAVAC_FLOAT32, GRAVAC_SUM,
+                                     nullptr, &req),
+              GRAVAC_OK);
+    EXPECT_EQ(gravac_wait(req), GRAVAC_ERR_TIMEOUT);
+    EXPECT_THAT(gravac_request_error(req),
+                AllOf(HasSubstr("stall: tensor 'lonely' posted by ranks [2]"),
+                      HasSubstr("missing from ranks [3]"), HasSubstr("--stall_timeout_s")));
+    gravac_request_free(req);
+    failed = true;
+  });
+  EXPECT_TRUE(failed);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+}
+
+// An extra collective on one rank after the other local rank shut down fails at once as a
+// mismatch (no stall bound to wait for).
+TEST(WorkerServerTest, TensorMissingARankThatShutDownFailsAsAMismatch) {
+  TempDir dir;
+  auto server = StartServer(dir, 2);
+  ASSERT_NE(server, nullptr);
+  FakeEngine engine(2);
+  server->Serve(engine.Sink(), engine.OnFailure());
+  std::atomic<bool> shut{false};
+  const absl::Time start = absl::Now();
+  RunWorkers(
+      dir.socket(), 2, 0, 2,
+      [&](int lr, gravac_context* ctx) {
+        if (lr == 1) {
+          EXPECT_EQ(gravac_shutdown(ctx), GRAVAC_OK);
+          shut = true;
+          return;
+        }
+        for (int i = 0; i < 200 && !shut; ++i) absl::SleepFor(absl::Milliseconds(10));
+        float v = 1.0f;
+        gravac_request* req = nullptr;
+        ASSERT_EQ(gravac_allreduce_async(ctx, "extra", &v, &v, nullptr, 0, GRAVAC_FLOAT32,
+                                         GRAVAC_SUM, nullptr, &req),
+                  GRAVAC_OK);
+        EXPECT_EQ(gravac_wait(req), GRAVAC_ERR_MISMATCH);
+        EXPECT_THAT(gravac_request_error(req),
+                    HasSubstr("tensor 'extra' posted by ranks [0] will never complete: ranks [1] "
+                              "have called gravac_shutdown"));
+        gravac_request_free(req);
+        gravac_shutdown(ctx);
+      },
+      0, /*shutdown=*/false);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
 TEST(WorkerServerTest, StallWarningNamesMissingRanks) {
   TempDir dir;
   const std::string log_path = dir.file("log");
