@@ -155,7 +155,9 @@ def image(podman):
 
 
 def test_the_image_runs_as_a_non_root_user_with_runtime_packages_only(podman, image):
-    done = podman("run", "--rm", "--runtime", "runc", "--network", "none", image, "sh", "-c",
+    done = podman("run", "--rm", "--runtime", "runc", "--network", "none",
+                  "--cgroup-parent", podman.cgroup_parent, "--ulimit", "nofile=20000:20000",
+                  "--ulimit", "nproc=4096:4096", image, "sh", "-c",
                   "id -u; dpkg-query -W -f='${Package}\\n'")
     uid, *packages = done.stdout.split()
     assert uid == "10001"
