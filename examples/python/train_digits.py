@@ -194,6 +194,22 @@ def report_epoch(args, optimizer, gravacctl, epoch, elapsed, train_loss, test_lo
     return record
 
 
+def finish(args, rank, acc, start, time_to_target):
+    """Prints rank 0's closing line, shuts gravac down and returns the exit status: 1 when the
+    final accuracy is below --min-accuracy."""
+    if rank == 0:
+        print("done: mode %s, final accuracy %.4f, time %.1f s, time to %.2f accuracy: %s"
+              % (args.mode, acc, time.monotonic() - start, args.target_accuracy,
+                 "%.1f s" % time_to_target if time_to_target is not None else "not reached"),
+              flush=True)
+    hvd.shutdown()
+    if acc < args.min_accuracy:
+        print("rank %d: final accuracy %.4f is below --min-accuracy %.4f"
+              % (rank, acc, args.min_accuracy), file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv):
     args = parse_args(argv)
     compression = make_compression(args)
@@ -260,17 +276,7 @@ def main(argv):
         if rank == 0:
             report_epoch(args, optimizer, gravacctl, epoch, elapsed, train_loss, test_loss, acc,
                          thetas, compute_s, wait_s, steps_per_epoch)
-    if rank == 0:
-        print("done: mode %s, final accuracy %.4f, time %.1f s, time to %.2f accuracy: %s"
-              % (args.mode, acc, time.monotonic() - start, args.target_accuracy,
-                 "%.1f s" % time_to_target if time_to_target is not None else "not reached"),
-              flush=True)
-    hvd.shutdown()
-    if acc < args.min_accuracy:
-        print("rank %d: final accuracy %.4f is below --min-accuracy %.4f"
-              % (rank, acc, args.min_accuracy), file=sys.stderr)
-        return 1
-    return 0
+    return finish(args, rank, acc, start, time_to_target)
 
 
 if __name__ == "__main__":
