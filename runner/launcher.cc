@@ -37,6 +37,9 @@ namespace {
 // After a rank fails, how long the other ranks get to exit (with their own errors) before the
 // job is stopped.
 constexpr absl::Duration kFailureSettle = absl::Seconds(2);
+// Wait before restarting a controller that died; doubles with each restart, up to the maximum.
+constexpr absl::Duration kRestartDelay = absl::Milliseconds(250);
+constexpr absl::Duration kRestartDelayMax = absl::Seconds(4);
 
 enum class Role { kController, kDaemon, kWorker };
 
@@ -221,18 +224,29 @@ class Job {
     if (!s.ok()) Say(StrCat("--metrics_sd_file: ", s.message()));
   }
 
+  // gravac-controller's command line, listening on `port` and serving metrics on `metrics_port`
+  // of `host` (0 = a free port, written to the port files).
+  std::vector<std::string> ControllerArgv(const std::string& host, int port, int metrics_port) {
+    const std::string port_file = StrCat(run_dir_, "/controller.port");
+    const std::string metrics_file = StrCat(run_dir_, "/controller.metrics.port");
+    std::filesystem::remove(port_file);
+    std::vector<std::string> argv = {options_.controller_path,
+                                     StrCat("--listen=", host, ":", port),
+                                     StrCat("--port_file=", port_file),
+                                     StrCat("--nodes=", options_.nodes)};
+    std::vector<std::string> metrics = MetricsArgs(host, metrics_file);
+    if (options_.metrics) metrics[0] = StrCat("--metrics_address=", host, ":", metrics_port);
+    argv.insert(argv.end(), metrics.begin(), metrics.end());
+    argv.insert(argv.end(), options_.controller_args.begin(), options_.controller_args.end());
+    return argv;
+  }
+
   absl::Status StartController() {
     const std::string host = cluster_ ? cluster_->node_address(0) : "127.0.0.1";
     const std::string port_file = StrCat(run_dir_, "/controller.port");
     const std::string metrics_file = StrCat(run_dir_, "/controller.metrics.port");
-    std::filesystem::remove(port_file);
-    std::vector<std::string> argv = {options_.controller_path, StrCat("--listen=", host, ":0"),
-                                     StrCat("--port_file=", port_file),
-                                     StrCat("--nodes=", options_.nodes)};
-    std::vector<std::string> metrics = MetricsArgs(host, metrics_file);
-    argv.insert(argv.end(), metrics.begin(), metrics.end());
-    argv.insert(argv.end(), options_.controller_args.begin(), options_.controller_args.end());
-    ASSIGN_OR_RETURN(Proc * controller, Start(Role::kController, 0, "controller", argv, {}, 0));
+    ASSIGN_OR_RETURN(Proc * controller, Start(Role::kController, 0, "controller",
+                                              ControllerArgv(host, 0, 0), {}, 0));
     int port = 0;
     int metrics_port = 0;
     bool ready = Pump(absl::Now() + options_.start_timeout, [&] {
@@ -254,6 +268,9 @@ class Job {
                           listened ? "metrics port" : "port", listened ? metrics_file : port_file,
                           absl::FormatDuration(options_.start_timeout)));
     }
+    controller_host_ = host;
+    controller_port_ = port;
+    controller_metrics_port_ = metrics_port;
     controller_address_ = StrCat(host, ":", port);
     std::string ctl = StrCat("gravacctl status --controller ", controller_address_);
     Say(StrCat("controller listening on ", controller_address_, "; status: ",
@@ -263,6 +280,38 @@ class Job {
           {.job = kControllerJob, .node = -1, .host = host, .port = metrics_port, .netns = ""});
     }
     return absl::OkStatus();
+  }
+
+  // Whether a controller that just exited is restarted: it had started, the job still runs
+  // (workers left, nothing failed, no signal) and restarts are left. The daemons keep training
+  // on the last decision meanwhile and re-join the new one (DESIGN.md invariant 4).
+  bool RestartsController() const {
+    return WholeJob() && !controller_address_.empty() && !stopping_ && !Stopped() &&
+           !AllDone(Role::kWorker) && controller_restarts_ < options_.controller_restarts;
+  }
+
+  // Starts the controller again on the address (and metrics port) the daemons and workers know.
+  void RestartController() {
+    restart_at_.reset();
+    ++controller_restarts_;
+    absl::StatusOr<Proc*> p =
+        Start(Role::kController, 0, "controller",
+              ControllerArgv(controller_host_, controller_port_, controller_metrics_port_), {}, 0);
+    if (!p.ok()) {
+      Say(StrCat("restarting the controller failed: ", p.status().message(), "; stopping the job"));
+      if (!failure_code_.has_value()) failure_code_ = 1;
+      return;
+    }
+    awaiting_controller_ = *p;
+  }
+
+  // Says once when a restarted controller listens again.
+  void CheckRestartedController() {
+    if (awaiting_controller_ == nullptr || awaiting_controller_->done) return;
+    if (ReadPort(StrCat(run_dir_, "/controller.port")) <= 0) return;
+    awaiting_controller_ = nullptr;
+    Say(absl::StrFormat("controller restarted (%d of at most %d), listening on %s again",
+                        controller_restarts_, options_.controller_restarts, controller_address_));
   }
 
   // The address daemon `node` serves its metrics on: its node's, or the loopback.
@@ -381,6 +430,14 @@ class Job {
       for (auto& p : procs_) {
         if (!p->done && p->child.TryReap()) OnExit(*p);
       }
+      if (restart_at_.has_value() && absl::Now() >= *restart_at_) {
+        if (RestartsController()) {
+          RestartController();
+        } else {
+          restart_at_.reset();
+        }
+      }
+      CheckRestartedController();
       if (until()) return true;
       const absl::Time now = absl::Now();
       if (now >= deadline) return false;
@@ -441,6 +498,22 @@ class Job {
 
   void OnExit(Proc& p) {
     p.done = true;
+    if (p.role == Role::kController && RestartsController()) {
+      const absl::Duration delay =
+          std::min(kRestartDelay * (1 << std::min(controller_restarts_, 8)), kRestartDelayMax);
+      Say(absl::StrFormat("controller %s; restarting it on %s in %s (restart %d of at most %d, "
+                          "--controller_restarts); training continues meanwhile",
+                          DescribeExit(p.child), controller_address_, absl::FormatDuration(delay),
+                          controller_restarts_ + 1, options_.controller_restarts));
+      restart_at_ = absl::Now() + delay;
+      return;
+    }
+    if (p.role == Role::kController && WholeJob() && !stopping_ && !Stopped() &&
+        controller_restarts_ >= options_.controller_restarts && p.child.exit_code() != 0) {
+      Say(absl::StrFormat("the controller was restarted %d times (--controller_restarts); not "
+                          "again",
+                          controller_restarts_));
+    }
     if (stopping_ || p.child.exit_code() == 0) return;
     Say(StrCat(p.name, " ", DescribeExit(p.child),
                failure_code_.has_value() ? "" : "; stopping the job"));
@@ -511,6 +584,12 @@ class Job {
   std::vector<NodeRanks> layout_;
   std::vector<std::unique_ptr<Proc>> procs_;
   std::string controller_address_;
+  std::string controller_host_;
+  int controller_port_ = 0;
+  int controller_metrics_port_ = 0;
+  int controller_restarts_ = 0;              // restarts so far
+  std::optional<absl::Time> restart_at_;     // a restart is due then
+  Proc* awaiting_controller_ = nullptr;      // restarted, not yet listening
   std::vector<MetricsTarget> metrics_targets_;
   std::optional<int> failure_code_;
   int signal_ = 0;         // the first SIGINT/SIGTERM/SIGHUP received

@@ -28,9 +28,15 @@
 // child used), prefixed "[rank r] ", "[gravacd n] " or "[controller] ". The launcher's own lines
 // start with "gravacrun: " and go to stderr.
 //
+// Controller restarts. The controller is not on the critical path (DESIGN.md invariant 4): when
+// it exits while workers still run and nothing else failed, it is restarted on the same host,
+// port and metrics port after a delay (0.25 s, doubling to at most 4 s), at most
+// options.controller_restarts times per job, each logged; the daemons re-join it. Past that
+// bound a failing controller fails the job as below.
+//
 // End. The job succeeds when every worker exits 0; the daemons then get exit_grace to exit on
 // their own, after which what is left (the controller) gets SIGTERM, then SIGKILL after
-// kill_grace. The first process that fails (a worker, or a daemon or the controller exiting
+// kill_grace. The first process that fails (a worker, or a daemon or a controller with no restarts left exiting
 // non-zero, or killed by a signal) fails the job: everything else gets SIGTERM, then SIGKILL
 // after kill_grace, and its exit code (128 + signal when killed) is the job's. SIGINT, SIGTERM or
 // SIGHUP to the launcher is forwarded to every child (their process groups) and the job ends

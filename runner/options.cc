@@ -52,6 +52,10 @@ constexpr SettingSpec kOwnSettings[] = {
     {"kill_grace_s", "", "3", "time between SIGTERM/SIGINT and SIGKILL at teardown",
      SettingType::kDouble},
     {"verbose", "", "false", "print the command lines started", SettingType::kBool},
+    {"controller_restarts", "", "5",
+     "how often a controller that dies during the job is restarted on the same address (the "
+     "daemons re-join it; training goes on meanwhile); 0 = a dead controller ends the job",
+     SettingType::kInt},
 };
 
 // Forwarded to every gravacd.
@@ -343,6 +347,12 @@ absl::StatusOr<RunnerOptions> ParseRunnerArgs(absl::Span<const char* const> args
   ASSIGN_OR_RETURN(options.exit_grace, Seconds(s, "exit_grace_s"));
   ASSIGN_OR_RETURN(options.kill_grace, Seconds(s, "kill_grace_s"));
   ASSIGN_OR_RETURN(options.verbose, s.GetBool("verbose"));
+  ASSIGN_OR_RETURN(int64_t restarts, s.GetInt("controller_restarts"));
+  if (restarts < 0 || restarts > 1000) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--controller_restarts must be 0..1000, got %d", restarts));
+  }
+  options.controller_restarts = static_cast<int>(restarts);
   return options;
 }
 

@@ -56,6 +56,8 @@ struct RunnerOptions {
   absl::Duration exit_grace = absl::Seconds(30);     // daemons to exit after the workers did
   absl::Duration kill_grace = absl::Seconds(3);      // SIGTERM/SIGINT -> SIGKILL
   bool verbose = false;                              // log the command lines started
+  // How often a controller that dies during the job is restarted on its address (launcher.h).
+  int controller_restarts = 5;
 };
 
 // The settings table of gravacrun (for --help and parsing).

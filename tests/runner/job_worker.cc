@@ -7,15 +7,27 @@
 // With --fault F --fault_rank R [--fault_step S (1)], rank R misbehaves (tests/runner/fault_test):
 // stray = allreduces a name no other rank posts at step S; nan = its dense input at step S holds
 // a NaN; stop = stops itself (SIGSTOP) at step S; extra = one more allreduce than the others
-// after the barrier, reported as "rank R: extra allreduce: STATUS: message" (exit 1 on error).
+// after the barrier, reported as "rank R: extra allreduce: STATUS: message" (exit 1 on error);
+// kill_controller = sends SIGKILL to the job's gravac-controller (the process of that name with
+// the same parent as this worker, gravacrun) at step S and trains on.
+// With --compressed_each_step 1 every step also allreduces a compressible gradient; the rank then
+// prints "rank R compressed: checksum C epochs A..B (at the fault step E)" (C: a hash of every
+// compressed result, equal on every rank when the replicas are identical; A..B the decision
+// epochs the results carried; E the newest one before the fault step). --step_sleep_ms M sleeps M
+// ms per step, so a job lasts long enough for a fault to happen in it.
+#include <dirent.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gravac/gravac.h"
@@ -38,6 +50,41 @@ gravac_status WaitAndFree(gravac_status posted, gravac_request* req, std::string
   return s;
 }
 
+// SIGKILLs every gravac-controller that shares this process's parent; returns how many.
+int KillSiblingController() {
+  int killed = 0;
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return 0;
+  while (dirent* e = ::readdir(proc)) {
+    const int pid = std::atoi(e->d_name);
+    if (pid <= 0) continue;
+    std::ifstream in(std::string("/proc/") + e->d_name + "/stat");
+    std::stringstream text;
+    text << in.rdbuf();
+    const std::string stat = text.str();
+    const size_t open = stat.find('(');
+    const size_t close = stat.rfind(')');
+    if (open == std::string::npos || close == std::string::npos) continue;
+    const std::string comm = stat.substr(open + 1, close - open - 1);
+    int ppid = -1;
+    char state = 0;
+    std::sscanf(stat.c_str() + close + 1, " %c %d", &state, &ppid);
+    // The kernel keeps 15 characters of the name: "gravac-controll".
+    if (ppid == ::getppid() && comm.rfind("gravac-control", 0) == 0 && ::kill(pid, SIGKILL) == 0) {
+      ++killed;
+    }
+  }
+  ::closedir(proc);
+  return killed;
+}
+
+// FNV-1a over bytes, folded into `hash`.
+uint64_t Fnv(uint64_t hash, const void* data, size_t bytes) {
+  const unsigned char* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < bytes; ++i) hash = (hash ^ p[i]) * 1099511628211ull;
+  return hash;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -48,6 +95,8 @@ int main(int argc, char** argv) {
   std::string fault;
   int fault_rank = -1;
   int fault_step = 1;
+  bool compressed_each_step = false;
+  int step_sleep_ms = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--steps") == 0) steps = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--exit_at_step") == 0) exit_at_step = std::atoi(argv[i + 1]);
@@ -56,6 +105,10 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--fault") == 0) fault = argv[i + 1];
     if (std::strcmp(argv[i], "--fault_rank") == 0) fault_rank = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--fault_step") == 0) fault_step = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--compressed_each_step") == 0) {
+      compressed_each_step = std::atoi(argv[i + 1]) != 0;
+    }
+    if (std::strcmp(argv[i], "--step_sleep_ms") == 0) step_sleep_ms = std::atoi(argv[i + 1]);
   }
   gravac_context* ctx = nullptr;
   char init_error[512] = {};
@@ -89,7 +142,17 @@ int main(int argc, char** argv) {
   }
   const int64_t n = 1000;
   const int64_t shape[1] = {n};
+  uint64_t checksum = 14695981039346656037ull;
+  int64_t first_epoch = -1;
+  int64_t last_epoch = -1;
+  int64_t epoch_at_fault = -1;
   for (int step = 0; step < steps; ++step) {
+    if (step_sleep_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(step_sleep_ms));
+    if (rank == fault_rank && step == fault_step && fault == "kill_controller") {
+      std::fprintf(stderr, "job_worker: rank %d killed %d controller(s) at step %d\n", rank,
+                   KillSiblingController(), step);
+    }
+    if (step == fault_step) epoch_at_fault = last_epoch;
     if (step == exit_at_step && rank == exit_rank) {
       std::fprintf(stderr, "job_worker: rank %d exits at step %d\n", rank, step);
       std::_Exit(7);
@@ -132,6 +195,37 @@ int main(int argc, char** argv) {
         return 1;
       }
     }
+    if (compressed_each_step) {
+      // A gradient that changes every step, the same on every rank up to a rank offset.
+      std::vector<float> g(4096);
+      for (size_t i = 0; i < g.size(); ++i) {
+        g[i] = static_cast<float>((i * 7919 + static_cast<size_t>(rank + step * 13)) % 101) - 50;
+      }
+      gravac_tensor_options gopts = {step, 1, 1};
+      gravac_request* rg = nullptr;
+      const int64_t gs[1] = {static_cast<int64_t>(g.size())};
+      s = gravac_allreduce_async(ctx, "grad.each", g.data(), g.data(), gs, 1, GRAVAC_FLOAT32,
+                                 GRAVAC_AVERAGE, &gopts, &rg);
+      if (s != GRAVAC_OK) return Fail(ctx, "compressed allreduce", s, nullptr);
+      if ((s = gravac_wait(rg)) != GRAVAC_OK) return Fail(ctx, "compressed allreduce", s, rg);
+      gravac_result_info gi;
+      if ((s = gravac_result_info_get(rg, &gi)) != GRAVAC_OK) return Fail(ctx, "result info", s, rg);
+      gravac_request_free(rg);
+      checksum = Fnv(checksum, g.data(), g.size() * sizeof(float));
+      if (first_epoch < 0) first_epoch = gi.decision_epoch;
+      if (gi.decision_epoch < last_epoch) {
+        std::fprintf(stderr, "job_worker: rank %d step %d: decision epoch went back from %ld to %ld\n",
+                     rank, step, static_cast<long>(last_epoch), static_cast<long>(gi.decision_epoch));
+        return 1;
+      }
+      last_epoch = gi.decision_epoch;
+    }
+  }
+  if (compressed_each_step) {
+    std::printf("rank %d compressed: checksum %016llx epochs %ld..%ld (at the fault step %ld)\n",
+                rank, static_cast<unsigned long long>(checksum), static_cast<long>(first_epoch),
+                static_cast<long>(last_epoch), static_cast<long>(epoch_at_fault));
+    std::fflush(stdout);
   }
 
   // One compressible gradient: check only that it completes and reports how it was sent.

@@ -96,6 +96,16 @@ TEST(ParseRunnerArgsTest, FlagFormsAndDashes) {
   EXPECT_EQ(o.np, 2);
 }
 
+TEST(ParseRunnerArgsTest, ControllerRestartsDefaultAndBounds) {
+  ASSERT_OK_AND_ASSIGN(RunnerOptions o, Parse({"-np", "2", "--", "true"}));
+  EXPECT_EQ(o.controller_restarts, 5);
+  ASSERT_OK_AND_ASSIGN(o, Parse({"-np", "2", "--controller-restarts", "0", "--", "true"}));
+  EXPECT_EQ(o.controller_restarts, 0);
+  EXPECT_THAT(Parse({"-np", "2", "--controller_restarts", "-1", "--", "true"}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--controller_restarts must be 0..1000, got -1")));
+}
+
 TEST(ParseRunnerArgsTest, ValidatesNpAndNodes) {
   EXPECT_THAT(Parse({"--", "true"}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("-np must be")));
