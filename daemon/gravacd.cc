@@ -42,11 +42,13 @@ constexpr SettingSpec kSettings[] = {
     {"cycle_time_ms", "GRAVAC_CYCLE_TIME_MS", "1", "negotiation cycle time", SettingType::kDouble},
     {"stall_warning_s", "GRAVAC_STALL_WARNING_S", "60", "warn about tensors waiting this long",
      SettingType::kDouble},
-    {"op_timeout_s", "GRAVAC_OP_TIMEOUT_S", "30", "data-plane silence that fails a collective",
+    {"op_timeout_s", "GRAVAC_OP_TIMEOUT_S", "30",
+     "data-plane silence that fails a collective (at most --stall_timeout_s)",
      SettingType::kDouble},
     {"stall_timeout_s", "GRAVAC_STALL_TIMEOUT_S", "600",
      "a tensor some local ranks posted and others did not for this long fails the job on every "
-     "rank, naming the tensor and the missing ranks",
+     "rank, naming the tensor and the missing ranks; also bounds the data-plane silence "
+     "(--op_timeout_s) and how long a worker waits for a silent (hung, stopped) gravacd",
      SettingType::kDouble},
     {"check_finite", "GRAVAC_CHECK_FINITE", "false",
      "refuse float allreduce inputs holding NaN or infinity (fails the tensor on every rank)",
@@ -133,6 +135,9 @@ absl::StatusOr<GravacdOptions> GravacdOptionsFromSettings(const Settings& s) {
   ASSIGN_OR_RETURN(o.stall_warning, PositiveSeconds(s, "stall_warning_s"));
   ASSIGN_OR_RETURN(o.op_timeout, PositiveSeconds(s, "op_timeout_s"));
   ASSIGN_OR_RETURN(o.stall_timeout, PositiveSeconds(s, "stall_timeout_s"));
+  // Every wait is bounded by the stall bound: a peer daemon that stopped (SIGSTOP, hung) is
+  // data-plane silence, and must fail this node's ranks within it too.
+  o.op_timeout = std::min(o.op_timeout, o.stall_timeout);
   ASSIGN_OR_RETURN(o.check_finite, s.GetBool("check_finite"));
   ASSIGN_OR_RETURN(o.step_log, s.GetString("step_log"));
   ASSIGN_OR_RETURN(o.worker_timeout, PositiveSeconds(s, "worker_timeout_s"));

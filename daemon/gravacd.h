@@ -64,7 +64,7 @@ struct GravacdOptions {
   size_t fusion_threshold_bytes = size_t{64} << 20;
   absl::Duration cycle_time = absl::Milliseconds(1);
   absl::Duration stall_warning = absl::Seconds(60);
-  absl::Duration op_timeout = absl::Seconds(30);
+  absl::Duration op_timeout = absl::Seconds(30);        // at most stall_timeout once parsed
   absl::Duration stall_timeout = absl::Seconds(600);    // locally stalled tensor fails the job
   bool check_finite = false;                            // refuse non-finite float allreduces
   std::string step_log;                                 // "" = none

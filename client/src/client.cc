@@ -99,7 +99,12 @@ absl::Status Client::Hello() {
       if (!reply.ParseFromString(frame->payload)) {
         return absl::DataLossError("unparsable reply to hello");
       }
-      if (reply.has_welcome()) return absl::OkStatus();
+      if (reply.has_welcome()) {
+        liveness_timeout_ = absl::Milliseconds(reply.welcome().liveness_timeout_ms());
+        heartbeat_interval_ = absl::Milliseconds(reply.welcome().heartbeat_interval_ms());
+        daemon_pid_ = reply.welcome().daemon_pid();
+        return absl::OkStatus();
+      }
       if (reply.has_error()) {
         return absl::Status(
             static_cast<absl::StatusCode>(reply.error().code()),
@@ -217,6 +222,7 @@ absl::Status Client::Barrier() {
 }
 
 void Client::ReaderLoop() {
+  absl::Time last_heard = absl::Now();
   while (true) {
     auto frame = reader_.Next();
     if (!frame.ok()) {
@@ -243,7 +249,26 @@ void Client::ReaderLoop() {
       }
       continue;
     }
+    if (liveness_timeout_ > absl::ZeroDuration()) {
+      // Wait for the next bytes, at most until the daemon has been silent for the bound.
+      const absl::Duration left = liveness_timeout_ - (absl::Now() - last_heard);
+      pollfd p{sock_.get(), POLLIN, 0};
+      const int ms =
+          left > absl::ZeroDuration() ? static_cast<int>(absl::ToInt64Milliseconds(left)) + 1 : 0;
+      if (::poll(&p, 1, ms) == 0) {
+        if (absl::Now() - last_heard < liveness_timeout_) continue;
+        FailAll(absl::DeadlineExceededError(absl::StrFormat(
+            "rank %d: this node's gravacd (pid %d, socket '%s') sent nothing for %s although it "
+            "sends a heartbeat every %s: it is hung or stopped; failing after its "
+            "--stall_timeout_s %s",
+            config_.rank, daemon_pid_, config_.daemon_socket,
+            absl::FormatDuration(absl::Trunc(absl::Now() - last_heard, absl::Milliseconds(1))),
+            absl::FormatDuration(heartbeat_interval_), absl::FormatDuration(liveness_timeout_))));
+        return;
+      }
+    }
     auto more = reader_.ReadSome(sock_.get());
+    last_heard = absl::Now();
     if (!more.ok() || !*more) {
       FailAll(absl::UnavailableError(absl::StrFormat(
           "rank %d: the daemon closed the connection (daemon stopped or failed)%s", config_.rank,

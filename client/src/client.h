@@ -5,6 +5,11 @@
 // allgather's result segment is kept for gravac_allgather_result, then the request is marked
 // done.
 //
+// Liveness: the daemon sends heartbeats (worker.proto); when it stays silent longer than the
+// bound its Welcome gave (gravacd's --stall_timeout_s), the reader fails every pending and later
+// request with DeadlineExceeded naming the daemon, so a stopped or hung gravacd is an error on
+// its own node's workers too, not a hang.
+//
 // Thread-safety: Submit / Barrier may be called from several threads at once; Shutdown last.
 // RequestState is shared between the caller and the reader thread under its own mutex.
 #ifndef GRAVAC_CLIENT_SRC_CLIENT_H_
@@ -114,6 +119,11 @@ class Client {
   uint64_t barrier_count_ = 0;
   absl::Status dead_;  // set when the connection is gone
   bool shutdown_acked_ = false;
+  // From the Welcome: how long the daemon may stay silent before it counts as hung (0: no
+  // bound, an older daemon without heartbeats), its pid and heartbeat interval for the message.
+  absl::Duration liveness_timeout_ = absl::ZeroDuration();
+  absl::Duration heartbeat_interval_ = absl::ZeroDuration();
+  int64_t daemon_pid_ = 0;
   ipc::FrameReader reader_;
   std::thread reader_thread_;
 };

@@ -142,8 +142,9 @@ void WorkerServerImpl::Loop() {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopping_) break;
     }
-    const int timeout_ms = static_cast<int>(
-        std::clamp<int64_t>(absl::ToInt64Milliseconds(options_.stall_warning / 4), 10, 500));
+    const int timeout_ms = static_cast<int>(std::clamp<int64_t>(
+        absl::ToInt64Milliseconds(std::min(options_.stall_warning / 4, heartbeat_interval())), 10,
+        500));
     int n = ::epoll_wait(epoll_fd_.get(), events, 64, timeout_ms);
     if (n < 0 && errno != EINTR) break;
     for (int i = 0; i < n; ++i) {
@@ -161,6 +162,7 @@ void WorkerServerImpl::Loop() {
     }
     RunTasks();
     CheckStalls();
+    SendHeartbeats();
   }
   Teardown();
 }
@@ -269,6 +271,27 @@ void WorkerServerImpl::Send(Conn& conn, const v1::DaemonMessage& msg, absl::Span
   if (!s.ok() && options_.log != nullptr) {
     GRAVAC_LOG(*options_.log, kWarning, "rank %d: cannot send to worker: %s", conn.rank,
                s.message());
+  }
+}
+
+absl::Duration WorkerServerImpl::heartbeat_interval() const {
+  // Several per liveness bound, so one late beat is no failure; at most 1 s.
+  return std::clamp(options_.stall_timeout / 6, absl::Milliseconds(10), absl::Seconds(1));
+}
+
+void WorkerServerImpl::SendHeartbeats() {
+  const absl::Time now = absl::Now();
+  if (now - last_heartbeat_ < heartbeat_interval()) return;
+  last_heartbeat_ = now;
+  v1::DaemonMessage beat;
+  beat.mutable_heartbeat();
+  const std::string bytes = beat.SerializeAsString();
+  for (auto& [fd, conn] : conns_) {
+    if (conn->local_rank < 0 || conn->shutdown) continue;
+    // Never blocks the loop: a worker that does not read (stopped) misses beats it would not
+    // read anyway. The frame (10 bytes) goes whole or not at all on the non-blocking Unix stream
+    // socket, so a skipped beat never leaves half a frame behind.
+    (void)ipc::SendFrame(fd, bytes, {}, absl::ZeroDuration());
   }
 }
 

@@ -27,6 +27,10 @@
 // never complete: it fails the node at once (FailedPrecondition, GRAVAC_ERR_MISMATCH on the
 // workers), so an extra or a missing collective at the end of a job is an error, not a hang.
 // With check_finite, a float allreduce whose local sum is not finite fails on every node.
+// Liveness: the loop sends every welcomed worker a Heartbeat every stall_timeout / 6 (at most
+// 1 s), and the Welcome carries stall_timeout as the bound after which a worker that heard
+// nothing fails its requests (client/src/client.h): a stopped or hung daemon is an error on its
+// own node's workers too.
 //
 // Threads: one internal thread (epoll) serves all workers and runs the sink; DoneCallbacks may
 // run on any thread (they only queue work for the internal thread). All public methods are

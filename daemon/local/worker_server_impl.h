@@ -96,6 +96,9 @@ class WorkerServerImpl : public std::enable_shared_from_this<WorkerServerImpl> {
   void ReportFailure();
   void MarkFinished(int local_rank);
   void CheckStalls();
+  // Sends a Heartbeat to every welcomed worker when heartbeat_interval() passed since the last.
+  void SendHeartbeats();
+  absl::Duration heartbeat_interval() const;
   // The pending tensors other than `except` and the ranks each lacks, for a stall error.
   std::string OtherStalls(const std::string& except) const;
   void Teardown();
@@ -127,6 +130,7 @@ class WorkerServerImpl : public std::enable_shared_from_this<WorkerServerImpl> {
   // Server thread only.
   std::map<int, std::unique_ptr<Conn>> conns_;  // by fd
   std::vector<Conn*> slots_;                    // by local rank (nullptr: none or gone)
+  absl::Time last_heartbeat_ = absl::InfinitePast();
   std::map<std::string, Pending> pending_;
   std::deque<Ready> queued_;             // complete before Serve
   std::map<uint64_t, Ready> in_flight_;  // handed to the sink, by ticket

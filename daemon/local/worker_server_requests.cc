@@ -96,6 +96,10 @@ bool WorkerServerImpl::HandleHello(Conn& conn, const v1::Hello& hello) {
   CountWorkers();
   v1::DaemonMessage reply;
   reply.mutable_welcome()->set_daemon_pid(::getpid());
+  reply.mutable_welcome()->set_heartbeat_interval_ms(
+      absl::ToInt64Milliseconds(heartbeat_interval()));
+  reply.mutable_welcome()->set_liveness_timeout_ms(
+      absl::ToInt64Milliseconds(options_.stall_timeout));
   Send(conn, reply);
   return true;
 }

@@ -50,6 +50,17 @@ TEST(GravacdOptionsTest, FlagsAndEnvironment) {
   EXPECT_EQ(o.nodes, 0);
 }
 
+// Every wait is bounded by --stall_timeout_s: the data-plane silence bound never exceeds it.
+TEST(GravacdOptionsTest, StallTimeoutBoundsTheDataPlaneSilence) {
+  ASSERT_OK_AND_ASSIGN(GravacdOptions o,
+                       Parse({"--controller=h:1", "--socket=/s", "--stall_timeout_s=3"}));
+  EXPECT_EQ(o.stall_timeout, absl::Seconds(3));
+  EXPECT_EQ(o.op_timeout, absl::Seconds(3));
+  ASSERT_OK_AND_ASSIGN(o, Parse({"--controller=h:1", "--socket=/s", "--op_timeout_s=2",
+                                 "--stall_timeout_s=3"}));
+  EXPECT_EQ(o.op_timeout, absl::Seconds(2));
+}
+
 TEST(GravacdOptionsTest, RequiredAndRanges) {
   EXPECT_THAT(Parse({"--socket=/s"}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--controller")));

@@ -105,6 +105,37 @@ TEST(FaultTest, StoppedRankFailsEveryOtherRankIncludingItsNodeWithinTheStallBoun
   }
 }
 
+// Finding 3 of issue 19, the daemon's side: a hung gravacd (SIGSTOP of node 0's daemon by
+// rank 1). Its own workers hear no heartbeat and fail after the stall bound naming it; the other
+// node's daemon sees data-plane silence, bounded by the stall bound too, and fails its ranks
+// naming node 0. Every rank errors; the job ends within stall bound + 20 s.
+TEST(FaultTest, StoppedDaemonFailsEveryRankIncludingItsOwnWorkersWithinTheStallBound) {
+  ASSERT_OK_AND_ASSIGN(FaultRun r, RunFault({"-np", "4", "--nodes", "2", "--stall_timeout_s", "3"},
+                                            {"--steps", "4", "--fault", "stop_daemon",
+                                             "--fault_rank", "1", "--fault_step", "1"}));
+  EXPECT_NE(r.result.status.exit_code, 0);
+  EXPECT_LT(r.took, absl::Seconds(3 + 20)) << r.all();
+  EXPECT_THAT(r.result.err, HasSubstr("rank 1 stopped 1 gravacd at step 1")) << r.all();
+  for (int rank : {0, 1}) {
+    EXPECT_THAT(r.result.err,
+                ::testing::ContainsRegex(absl::StrCat(
+                    StepFailure(rank, 1), "GRAVAC_ERR_TIMEOUT: rank ", rank,
+                    ": this node's gravacd \\(pid [0-9]+, socket '[^']*gravacd-0.sock'\\) sent "
+                    "nothing for 3[.0-9]*s [^\n]*hung or stopped")))
+        << "rank " << rank << "\n"
+        << r.all();
+  }
+  for (int rank : {2, 3}) {
+    EXPECT_THAT(r.result.err,
+                ::testing::ContainsRegex(absl::StrCat(
+                    StepFailure(rank, 1),
+                    "GRAVAC_ERR_TIMEOUT: [^\n]*no progress from peer rank 0 within 3s \\[peer "
+                    "daemon: node 0 \\(ranks 0-1\\)\\]")))
+        << "rank " << rank << "\n"
+        << r.all();
+  }
+}
+
 // Finding 4 of issue 19, at the end of a job: one rank calls one more allreduce than the others.
 // It gets GRAVAC_ERR_MISMATCH naming the tensor and the ranks that shut down without it, at once
 // (no stall bound to wait for), instead of being killed after "shutdown not agreed".

@@ -8,7 +8,8 @@
 // stray = allreduces a name no other rank posts at step S; nan = its dense input at step S holds
 // a NaN; stop = stops itself (SIGSTOP) at step S; extra = one more allreduce than the others
 // after the barrier, reported as "rank R: extra allreduce: STATUS: message" (exit 1 on error);
-// kill_controller = sends SIGKILL to the job's gravac-controller (the process of that name with
+// stop_daemon = sends SIGSTOP to its node's gravacd at step S and goes on (its allreduce there
+// must fail within the stall bound); kill_controller = sends SIGKILL to the job's gravac-controller (the process of that name with
 // the same parent as this worker, gravacrun) at step S and trains on.
 // With --compressed_each_step 1 every step also allreduces a compressible gradient; the rank then
 // prints "rank R compressed: checksum C epochs A..B (at the fault step E)" (C: a hash of every
@@ -19,6 +20,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -50,8 +52,9 @@ gravac_status WaitAndFree(gravac_status posted, gravac_request* req, std::string
   return s;
 }
 
-// SIGKILLs every gravac-controller that shares this process's parent; returns how many.
-int KillSiblingController() {
+// Sends `sig` to every process that shares this process's parent, whose name starts with
+// `comm_prefix` and whose command line holds `arg` (when not empty); returns how many.
+int SignalSiblings(const std::string& comm_prefix, const std::string& arg, int sig) {
   int killed = 0;
   DIR* proc = ::opendir("/proc");
   if (proc == nullptr) return 0;
@@ -69,10 +72,16 @@ int KillSiblingController() {
     int ppid = -1;
     char state = 0;
     std::sscanf(stat.c_str() + close + 1, " %c %d", &state, &ppid);
-    // The kernel keeps 15 characters of the name: "gravac-controll".
-    if (ppid == ::getppid() && comm.rfind("gravac-control", 0) == 0 && ::kill(pid, SIGKILL) == 0) {
-      ++killed;
+    if (ppid != ::getppid() || comm.rfind(comm_prefix, 0) != 0) continue;
+    if (!arg.empty()) {
+      std::ifstream cmd(std::string("/proc/") + e->d_name + "/cmdline");
+      std::stringstream words;
+      words << cmd.rdbuf();
+      std::string line = words.str();
+      std::replace(line.begin(), line.end(), '\0', ' ');
+      if (line.find(arg) == std::string::npos) continue;
     }
+    if (::kill(pid, sig) == 0) ++killed;
   }
   ::closedir(proc);
   return killed;
@@ -149,8 +158,16 @@ int main(int argc, char** argv) {
   for (int step = 0; step < steps; ++step) {
     if (step_sleep_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(step_sleep_ms));
     if (rank == fault_rank && step == fault_step && fault == "kill_controller") {
+      // The kernel keeps 15 characters of the name: "gravac-controll".
       std::fprintf(stderr, "job_worker: rank %d killed %d controller(s) at step %d\n", rank,
-                   KillSiblingController(), step);
+                   SignalSiblings("gravac-control", "", SIGKILL), step);
+    }
+    if (rank == fault_rank && step == fault_step && fault == "stop_daemon") {
+      const char* socket = std::getenv("GRAVAC_DAEMON_SOCKET");
+      std::fprintf(stderr, "job_worker: rank %d stopped %d gravacd at step %d\n", rank,
+                   SignalSiblings("gravacd", std::string("--socket=") + (socket ? socket : "?"),
+                                  SIGSTOP),
+                   step);
     }
     if (step == fault_step) epoch_at_fault = last_epoch;
     if (step == exit_at_step && rank == exit_rank) {
