@@ -90,6 +90,7 @@ absl::StatusOr<ControllerServerOptions> OptionsFromSettings(const Settings& s, L
   ASSIGN_OR_RETURN(p.eval_steps, s.GetInt("eval_steps"));
   ASSIGN_OR_RETURN(int64_t min_dwell, s.GetInt("min_dwell"));
   p.min_dwell = static_cast<int>(min_dwell);
+  ASSIGN_OR_RETURN(p.min_relative_gain, s.GetDouble("min_relative_gain"));
   ASSIGN_OR_RETURN(std::string norm_mode, s.GetString("norm_mode"));
   ASSIGN_OR_RETURN(p.norm_mode, policy::ParseNormMode(norm_mode));
   RETURN_IF_ERROR(p.Validate());

@@ -80,6 +80,11 @@ RUNS = {
     "static1000": ["--mode", "static", "--theta", "1000"],
     "gravac_geometric": ["--mode", "gravac", "--policy", "geometric"],
     "gravac_exponential": ["--mode", "gravac", "--policy", "exponential"],
+    # The paper's rule, without the accuracy guard (min_relative_gain 0).
+    "gravac_geometric_paper": ["--mode", "gravac", "--policy", "geometric",
+                               "--min-relative-gain", "0"],
+    "gravac_exponential_paper": ["--mode", "gravac", "--policy", "exponential",
+                                 "--min-relative-gain", "0"],
     "ddp": None,
 }
 STATIC_RE = re.compile(r"^static(\d+)$")
@@ -180,6 +185,8 @@ def training_args(args, name):
                 "--theta-max", "%g" % args.theta_max]
         if args.min_dwell is not None:
             own += ["--min-dwell", str(args.min_dwell)]
+        if args.min_relative_gain is not None and "--min-relative-gain" not in own:
+            own += ["--min-relative-gain", "%g" % args.min_relative_gain]
     return common + own
 
 
@@ -365,11 +372,13 @@ def write_table(args, rows, load_start, load_end):
     lines = ["# End-to-end comparison (issue #5, BENCHMARKS.md item 8)", "",
              "2 nodes x 2 workers, links %s (gravacrun --link / gravac-netemu --rate %g), "
              "%s, %d epochs, seed %d, batch %d/rank, GraVAC window %d, eval_steps %d, θ_max %g, "
-             "min_dwell %s, target accuracy %.3f. Host: %d CPUs, load average (1/5/15 min) %s at "
-             "start, %s at end."
+             "min_dwell %s, min_relative_gain %s (*_paper runs: 0), target accuracy %.3f. Host: "
+             "%d CPUs, load average (1/5/15 min) %s at start, %s at end."
              % (args.link, args.rate, job_description(args), args.epochs, args.seed,
                 args.batch_size, args.window, args.eval_steps, args.theta_max,
-                "the controller's" if args.min_dwell is None else args.min_dwell, args.target,
+                "the controller's" if args.min_dwell is None else args.min_dwell,
+                "the controller's" if args.min_relative_gain is None
+                else "%g" % args.min_relative_gain, args.target,
                 os.cpu_count(), "/".join("%.2f" % v for v in load_start),
                 "/".join("%.2f" % v for v in load_end)), "",
              "| run | rc | final acc | Δ vs dense (pts) | time to %.3f (s) | epoch reached | "
@@ -555,6 +564,9 @@ def main():
     p.add_argument("--lr", type=float, default=0.02, help="fashion: SGD learning rate")
     p.add_argument("--min_dwell", type=int, default=None,
                    help="GraVAC runs: the controller's min_dwell (default: the controller's)")
+    p.add_argument("--min_relative_gain", type=float, default=None,
+                   help="GraVAC runs but the *_paper ones (which run 0): the controller's "
+                   "min_relative_gain (default: the controller's, 0.5)")
     p.add_argument("--link", default="1gbit", help="gravacrun --link RATE")
     p.add_argument("--rate", type=float, default=1e9, help="gravac-netemu --rate (bit/s)")
     p.add_argument("--window", type=int, default=None, help="GraVAC window (steps; 10)")

@@ -150,9 +150,15 @@ bool GravacPolicy::Measured() const {
 
 double GravacPolicy::Choose(std::optional<double> gain_min, std::optional<double> gain_c) const {
   if (!Measured()) return config_.theta_min;
-  if (gain_c.value_or(0.0) >= config_.epsilon) return theta_c_;
+  if (gain_c.value_or(0.0) >= config_.epsilon && KeepsEnough(gain_min, gain_c)) return theta_c_;
   if (gain_min.value_or(0.0) >= config_.epsilon) return config_.theta_min;
   return ThroughputTable::kDense;
+}
+
+bool GravacPolicy::KeepsEnough(std::optional<double> gain_min,
+                               std::optional<double> gain_c) const {
+  if (theta_c_ == config_.theta_min) return true;  // θ_c is θ_min: nothing more is withheld
+  return gain_c.value_or(0.0) >= config_.min_relative_gain * gain_min.value_or(0.0);
 }
 
 double GravacPolicy::Dwell(double chosen) const {

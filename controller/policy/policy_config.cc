@@ -51,6 +51,11 @@ absl::Status PolicyConfig::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrFormat("policy config: min_dwell = %d, must be >= 0 (0: no dwell)", min_dwell));
   }
+  if (!std::isfinite(min_relative_gain) || min_relative_gain < 0.0 || min_relative_gain > 1.0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "policy config: min_relative_gain = %g, must be within [0, 1] (0: epsilon alone)",
+        min_relative_gain));
+  }
   if (norm_mode != NormMode::kSumOfLayerL2 && norm_mode != NormMode::kGlobalSquaredL2) {
     return absl::InvalidArgumentError("policy config: unknown norm_mode");
   }

@@ -51,6 +51,9 @@ def add_gravac_args(p):
     g.add_argument("--min-dwell", type=int, default=None,
                    help="steps a chosen θ is held (0: the paper's per-step choice; default: "
                    "the job's, 25)")
+    g.add_argument("--min-relative-gain", type=float, default=None,
+                   help="least gain_c / gain_min for θ_c to be sent (0: the paper's ε alone; "
+                   "default: the job's, 0.5)")
     g.add_argument("--sparse-values", choices=("fp32", "fp16", "bf16"), default="fp32",
                    help="precision the kept values travel at (static and gravac modes)")
 
@@ -85,7 +88,8 @@ def make_compression(args):
                                   epsilon=args.epsilon, omega=args.omega, policy=args.policy,
                                   scale=args.scale, window=args.window,
                                   eval_steps=args.eval_steps, values=args.sparse_values,
-                                  min_dwell=args.min_dwell)
+                                  min_dwell=args.min_dwell,
+                                  min_relative_gain=args.min_relative_gain)
 
 
 def load_data(seed):

@@ -55,6 +55,7 @@ TEST(ControllerSettings, DefaultsAreThePolicyAndJobDefaults) {
   EXPECT_EQ(p.alpha, defaults.alpha);
   EXPECT_EQ(p.eval_steps, defaults.eval_steps);
   EXPECT_EQ(p.min_dwell, 25);
+  EXPECT_EQ(p.min_relative_gain, defaults.min_relative_gain);
   EXPECT_EQ(p.norm_mode, defaults.norm_mode);
   EXPECT_EQ(o.coordinator.compressor, job_defaults::kCompressor);
   EXPECT_EQ(o.coordinator.sparse_values, job_defaults::kSparseValues);
@@ -69,7 +70,8 @@ TEST(ControllerSettings, FlagsAndEnvironmentReachTheOptions) {
       ControllerServerOptions o,
       Parse({"--nodes=3", "--compressor=dgc", "--theta_max=500", "--policy=exponential",
              "--norm_mode=global_squared_l2", "--decision_delay=1:300", "--listen=127.0.0.1:0"},
-            {{"GRAVAC_WINDOW", "5"}, {"GRAVAC_EVAL_STEPS", "40"}, {"GRAVAC_MIN_DWELL", "0"}}));
+            {{"GRAVAC_WINDOW", "5"}, {"GRAVAC_EVAL_STEPS", "40"}, {"GRAVAC_MIN_DWELL", "0"},
+             {"GRAVAC_MIN_RELATIVE_GAIN", "0"}}));
   EXPECT_EQ(o.listen, "127.0.0.1:0");
   EXPECT_EQ(o.coordinator.nodes, 3);
   EXPECT_EQ(o.coordinator.compressor, "dgc");
@@ -79,6 +81,7 @@ TEST(ControllerSettings, FlagsAndEnvironmentReachTheOptions) {
   EXPECT_EQ(o.coordinator.policy.window, 5);
   EXPECT_EQ(o.coordinator.policy.eval_steps, 40);
   EXPECT_EQ(o.coordinator.policy.min_dwell, 0);  // the paper's per-step choice
+  EXPECT_EQ(o.coordinator.policy.min_relative_gain, 0.0);  // the paper's ε alone
   EXPECT_EQ(o.coordinator.decision_delay.at(1), absl::Milliseconds(300));
 }
 
@@ -91,6 +94,8 @@ TEST(ControllerSettings, BadValuesNameTheSetting) {
               StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(Parse({"--decision_delay=x"}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("decision_delay")));
+  EXPECT_THAT(Parse({"--min_relative_gain=2"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("min_relative_gain = 2")));
   EXPECT_THAT(Parse({"--window=abc"}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("setting 'window'")));
 }

@@ -44,6 +44,7 @@ TEST(JobSettingsTest, DefaultTextsAreTheTypedDefaults) {
   EXPECT_EQ(Ok(s.GetDouble("alpha")), job_defaults::kAlpha);
   EXPECT_EQ(Ok(s.GetInt("eval_steps")), job_defaults::kEvalSteps);
   EXPECT_EQ(Ok(s.GetInt("min_dwell")), job_defaults::kMinDwell);
+  EXPECT_EQ(Ok(s.GetDouble("min_relative_gain")), job_defaults::kMinRelativeGain);
   EXPECT_EQ(Ok(s.GetString("norm_mode")), std::string(job_defaults::kNormMode));
   EXPECT_EQ(Ok(s.GetInt("job_seed")), static_cast<int64_t>(job_defaults::kJobSeed));
 }

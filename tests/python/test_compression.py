@@ -52,6 +52,16 @@ def test_unknown_values_are_refused(bad):
         hvd.Compression.gravac(values=bad)
 
 
+def test_min_relative_gain_is_left_to_the_job_unless_given():
+    assert "--min_relative_gain" not in flags(hvd.Compression.gravac().gravacrun_args())
+    guard = hvd.Compression.gravac(min_relative_gain=0)
+    assert flags(guard.gravacrun_args())["--min_relative_gain"] == "0"
+    assert guard.controller_env()["GRAVAC_MIN_RELATIVE_GAIN"] == "0"
+    for bad in (-0.1, 1.5, float("nan")):
+        with pytest.raises(ValueError, match="min_relative_gain = .*within \\[0, 1\\]"):
+            hvd.Compression.gravac(min_relative_gain=bad)
+
+
 def run_example(*args):
     out = subprocess.run([sys.executable, EXAMPLE] + list(args) + ["--print-gravacrun-args"],
                          capture_output=True, text=True, timeout=60, check=True)
@@ -64,6 +74,8 @@ def test_example_prints_the_sparse_values_flag():
     assert static["--theta_min"] == "50"
     assert run_example("--mode", "gravac", "--sparse-values", "fp16")["--sparse_values"] == "fp16"
     assert run_example("--mode", "gravac")["--sparse_values"] == "fp32"
+    assert run_example("--mode", "gravac", "--min-relative-gain", "0.3")[
+        "--min_relative_gain"] == "0.3"
 
 
 def test_job_sends_fp16_rounded_values():

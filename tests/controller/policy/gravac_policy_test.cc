@@ -440,6 +440,95 @@ TEST(GravacPolicyTest, DwellHoldsDenseToo) {
   EXPECT_EQ(thetas[18], 10.0);
 }
 
+// The accuracy guard (min_relative_gain r). Gains 2.0 at θ_min and 0.8 at θ_c = 20: the candidate
+// passes ε, as the inflated gains of error feedback do, but keeps 0.4 of θ_min's norm.
+std::vector<double> ThetasWithRelativeGain(double min_relative_gain, double gain_c) {
+  PolicyConfig c = SmallConfig();
+  c.min_relative_gain = min_relative_gain;
+  Driver drv(c);
+  std::vector<double> thetas;
+  for (int i = 0; i < 40; ++i) thetas.push_back(drv.StepOk(2.0, gain_c).theta);
+  return thetas;
+}
+
+TEST(GravacPolicyTest, RelativeGainGuardKeepsThetaMinWhenTheCandidateWithholdsTooMuch) {
+  // θ_c = 20 from step 20, its tracker full at step 23; the period ends at step 39 (θ_c = 40).
+  std::vector<double> paper(40, 10.0), guarded(40, 10.0), passing(40, 10.0);
+  for (int i = 23; i < 39; ++i) paper[i] = passing[i] = 20.0;
+  EXPECT_EQ(ThetasWithRelativeGain(/*r=*/0.0, /*gain_c=*/0.8), paper);    // ε alone: 20
+  EXPECT_EQ(ThetasWithRelativeGain(/*r=*/0.5, /*gain_c=*/0.8), guarded);  // 0.4 < 0.5: θ_min
+  EXPECT_EQ(ThetasWithRelativeGain(/*r=*/0.5, /*gain_c=*/1.2), passing);  // 0.6 >= 0.5: 20
+  EXPECT_EQ(ThetasWithRelativeGain(/*r=*/0.35, /*gain_c=*/0.8), paper);   // 0.4 >= 0.35: 20
+}
+
+TEST(GravacPolicyTest, RelativeGainGuardDoesNotOverrideEpsilon) {
+  // gain_c / gain_min = 1 but gain_c = 0.7 < ε: neither θ_c nor θ_min, dense from step 3 (the
+  // trackers full), whatever r is.
+  PolicyConfig c = SmallConfig();
+  c.min_relative_gain = 0.5;
+  Driver drv(c);
+  std::vector<double> thetas;
+  for (int i = 0; i < 30; ++i) thetas.push_back(drv.StepOk(0.7, 0.7).theta);
+  std::vector<double> expected(30, kDense);
+  expected[0] = expected[1] = expected[2] = 10.0;
+  // θ_c = 20 from step 20: from the boundary (step 19) until its tracker is full again (step 23)
+  // the rule falls back to θ_min.
+  for (int i = 19; i < 23; ++i) expected[i] = 10.0;
+  EXPECT_EQ(thetas, expected);
+}
+
+// The Fashion-MNIST incident (bench/e2e, 4 Dec 2026, exponential, θ_max 1000): gain_min 2.0,
+// θ_c = 100 at gain 0.6 (below ε), θ_c = 1000 at 0.8 (above ε, 0.4 of θ_min's); steps at θ_min
+// take 1 s and at θ = 1000 0.25 s, so θ = 1000 tops the throughput table once it has been sent.
+std::vector<Decision> ExponentialIncident(double min_relative_gain) {
+  PolicyConfig c = SmallConfig();
+  c.scaling = ScalingKind::kExponential;
+  c.theta_max = 1000.0;
+  c.min_relative_gain = min_relative_gain;
+  GravacPolicy p = GravacPolicy::Create(c).value();
+  std::vector<Decision> out;
+  for (int64_t step = 0; step < 64; ++step) {
+    StepStats s;
+    s.step = step;
+    s.theta_used = p.current().theta;
+    s.theta_candidate = p.current().theta_candidate;
+    s.n_g = 4.0;
+    s.n_min = 8.0;
+    s.n_c = s.theta_candidate == 10.0 ? 8.0 : s.theta_candidate == 100.0 ? 2.4 : 3.2;
+    s.step_seconds = s.theta_used == 1000.0 ? 0.25 : 1.0;
+    s.samples = 64;
+    absl::StatusOr<Decision> d = p.Observe(s);
+    EXPECT_THAT(d, IsOk());
+    out.push_back(d.ok() ? *d : Decision{});
+  }
+  return out;
+}
+
+TEST(GravacPolicyTest, ExponentialIncidentWithoutTheGuardEndsAtThetaMax) {
+  const std::vector<Decision> ds = ExponentialIncident(/*min_relative_gain=*/0.0);
+  for (int i = 0; i < 43; ++i) EXPECT_EQ(ds[i].theta, 10.0) << "step " << i;
+  EXPECT_EQ(ds[19].theta_candidate, 100.0);
+  EXPECT_EQ(ds[39].theta_candidate, 1000.0);
+  for (int i = 43; i < 64; ++i) EXPECT_EQ(ds[i].theta, 1000.0) << "step " << i;
+  // Period 3 ends at step 59 with θ_c = θ_max: CT[1000] = 256 samples/s · 0.8 = 204.8 against
+  // CT[10] = 64 · 2.0 = 128, so the search stops at 1000 and sends it from then on.
+  EXPECT_TRUE(ds[58].searching);
+  EXPECT_FALSE(ds[59].searching);
+  EXPECT_EQ(ds[59].phase, Phase::kDone);
+  EXPECT_EQ(ds[63].theta_candidate, 1000.0);
+}
+
+TEST(GravacPolicyTest, ExponentialIncidentWithTheGuardStaysAtThetaMin) {
+  const std::vector<Decision> ds = ExponentialIncident(/*min_relative_gain=*/0.5);
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(ds[i].theta, 10.0) << "step " << i;
+  EXPECT_EQ(ds[39].theta_candidate, 1000.0);
+  // θ = 1000 was never sent, so only θ_min is ranked: the search ends there.
+  EXPECT_FALSE(ds[59].searching);
+  EXPECT_EQ(ds[59].theta_candidate, 10.0);
+  EXPECT_EQ(ds[63].theta_candidate, 10.0);
+  EXPECT_EQ(ds[63].epoch, 4);  // θ_c 100, 1000, 10 (with the stop): three changes after warm-up
+}
+
 TEST(GravacPolicyTest, DeterministicForTheSameStatistics) {
   PolicyConfig c = SmallConfig();
   c.window = 5;

@@ -28,6 +28,7 @@ TEST(PolicyConfigTest, DefaultsAreTheReferenceOnes) {
   EXPECT_EQ(c.alpha, 0.05);
   EXPECT_EQ(c.norm_mode, NormMode::kSumOfLayerL2);
   EXPECT_EQ(c.min_dwell, 25);  // not the reference's: it has no dwell (min_dwell = 0)
+  EXPECT_EQ(c.min_relative_gain, 0.5);  // not the reference's: it has ε alone (0)
   EXPECT_THAT(c.Validate(), IsOk());
 }
 
@@ -63,6 +64,12 @@ TEST(PolicyConfigTest, RejectsEachBadField) {
       {"eval_steps == window", [](PolicyConfig& c) { c.eval_steps = 25; },
        "must be > window (W = 25)"},
       {"min_dwell negative", [](PolicyConfig& c) { c.min_dwell = -1; }, "min_dwell = -1"},
+      {"min_relative_gain negative", [](PolicyConfig& c) { c.min_relative_gain = -0.1; },
+       "min_relative_gain = -0.1"},
+      {"min_relative_gain above 1", [](PolicyConfig& c) { c.min_relative_gain = 1.5; },
+       "min_relative_gain = 1.5"},
+      {"min_relative_gain nan", [nan](PolicyConfig& c) { c.min_relative_gain = nan; },
+       "min_relative_gain = nan"},
       {"norm mode", [](PolicyConfig& c) { c.norm_mode = static_cast<NormMode>(7); }, "norm_mode"},
   };
   for (const BadCase& bad : cases) {
@@ -83,6 +90,9 @@ TEST(PolicyConfigTest, AcceptsBoundaryValues) {
   c.window = 1;
   c.eval_steps = 2;
   c.min_dwell = 0;
+  c.min_relative_gain = 0.0;
+  EXPECT_THAT(c.Validate(), IsOk());
+  c.min_relative_gain = 1.0;
   EXPECT_THAT(c.Validate(), IsOk());
   c.scaling = ScalingKind::kExponential;
   c.theta_min = 1.5;

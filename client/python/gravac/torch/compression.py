@@ -22,6 +22,7 @@ window                 --window                GRAVAC_WINDOW
 alpha                  --alpha                 GRAVAC_ALPHA
 eval_steps             --eval_steps            GRAVAC_EVAL_STEPS
 min_dwell              --min_dwell             GRAVAC_MIN_DWELL
+min_relative_gain      --min_relative_gain     GRAVAC_MIN_RELATIVE_GAIN
 compressor             --compressor            GRAVAC_COMPRESSOR
 values                 --sparse_values         GRAVAC_SPARSE_VALUES
 =====================  ======================  =====================
@@ -31,7 +32,9 @@ values                 --sparse_values         GRAVAC_SPARSE_VALUES
 rounds the values before sending them and error feedback keeps the rounding error.
 
 ``min_dwell`` (steps a chosen θ is held before the gains may change it; 0 = the paper's
-per-step choice) is left to the job's default when None, and then not among the flags.
+per-step choice) and ``min_relative_gain`` (the least gain_c / gain_min for θ_c to be sent;
+0 = the paper's ε alone) are left to the job's defaults (25, 0.5) when None, and then not among
+the flags.
 
 ``Compression.topk(θ)`` is a static θ: ``--theta_min θ --theta_max θ --epsilon 1e-9`` (the
 smallest ε keeps the per-step guard from falling back to dense). Each compressor's
@@ -108,7 +111,7 @@ class GravacCompressor(Compressor):
 
     def __init__(self, theta_min=10.0, theta_max=10000.0, epsilon=0.75, omega=0.05,
                  policy="geometric", scale=2.0, window=25, alpha=0.05, eval_steps=500,
-                 compressor="topk", values="fp32", min_dwell=None):
+                 compressor="topk", values="fp32", min_dwell=None, min_relative_gain=None):
         theta_min, theta_max = float(theta_min), float(theta_max)
         if not (math.isfinite(theta_min) and theta_min >= 1.0):
             raise ValueError("theta_min = %g, must be a finite CF >= 1" % theta_min)
@@ -134,6 +137,9 @@ class GravacCompressor(Compressor):
                              % (int(eval_steps), int(window)))
         if min_dwell is not None and int(min_dwell) < 0:
             raise ValueError("min_dwell = %d, must be >= 0 (0: no dwell)" % int(min_dwell))
+        if min_relative_gain is not None and not 0.0 <= float(min_relative_gain) <= 1.0:
+            raise ValueError("min_relative_gain = %g, must be within [0, 1] (0: epsilon alone)"
+                             % float(min_relative_gain))
         if compressor not in _COMPRESSORS:
             raise ValueError("compressor = %r, must be one of %s"
                              % (compressor, ", ".join(_COMPRESSORS)))
@@ -147,6 +153,7 @@ class GravacCompressor(Compressor):
         self.alpha = float(alpha)
         self.eval_steps = int(eval_steps)
         self.min_dwell = None if min_dwell is None else int(min_dwell)
+        self.min_relative_gain = None if min_relative_gain is None else float(min_relative_gain)
         self.compressor = compressor
         self.values = _check_values(values)
 
@@ -166,7 +173,9 @@ class GravacCompressor(Compressor):
                 ("omega", "%g" % self.omega), ("policy", self.policy),
                 ("scale", "%g" % self.scale), ("window", str(self.window)),
                 ("alpha", "%g" % self.alpha), ("eval_steps", str(self.eval_steps))] + (
-                    [] if self.min_dwell is None else [("min_dwell", str(self.min_dwell))])
+                    [] if self.min_dwell is None else [("min_dwell", str(self.min_dwell))]) + (
+                    [] if self.min_relative_gain is None
+                    else [("min_relative_gain", "%g" % self.min_relative_gain)])
 
     def gravacrun_args(self):
         """The gravacrun flags that start a job with these settings."""
@@ -216,9 +225,10 @@ class Compression:
     @staticmethod
     def gravac(theta_min=10.0, theta_max=10000.0, epsilon=0.75, omega=0.05, policy="geometric",
                scale=2.0, window=25, alpha=0.05, eval_steps=500, compressor="topk",
-               values="fp32", min_dwell=None):
+               values="fp32", min_dwell=None, min_relative_gain=None):
         """Adaptive θ chosen by the GraVAC policy (settings: see the module doc)."""
         return GravacCompressor(theta_min=theta_min, theta_max=theta_max, epsilon=epsilon,
                                 omega=omega, policy=policy, scale=scale, window=window,
                                 alpha=alpha, eval_steps=eval_steps, compressor=compressor,
-                                values=values, min_dwell=min_dwell)
+                                values=values, min_dwell=min_dwell,
+                                min_relative_gain=min_relative_gain)
