@@ -4,6 +4,7 @@ tools/validate.mjs. Shared by test_validate.py and test_kubernetes.py."""
 
 import json
 import os
+import re
 import subprocess
 
 import yaml
@@ -79,3 +80,30 @@ def plain_env(c):
                 value = value.replace("$(%s)" % name, earlier)
             env[e["name"]] = value
     return env
+
+
+def expand(value, env):
+    """Kubernetes' $(VAR) expansion of a command, args or env value: $(VAR) becomes VAR's value
+    where env defines VAR, $$ becomes $, and any other reference is left as written."""
+    return re.sub(r"\$\$|\$\((\w+)\)",
+                  lambda m: "$" if m.group(0) == "$$" else env.get(m.group(1), m.group(0)),
+                  str(value))
+
+
+def declared_env(c, objects):
+    """The container's environment as the manifest declares it: its envFrom ConfigMaps' data,
+    then its literal env values (expanded), fieldRefs left out."""
+    env = {}
+    for ref in c.get("envFrom", []):
+        env.update({k: str(v) for k, v in
+                    find(objects, "ConfigMap", ref["configMapRef"]["name"])["data"].items()})
+    for e in c.get("env", []):
+        if "value" in e:
+            env[e["name"]] = expand(e["value"], env)
+    return env
+
+
+def command_line(c, objects):
+    """The container's command and args as Kubernetes runs them, $(VAR) references expanded."""
+    env = declared_env(c, objects)
+    return [expand(a, env) for a in c.get("command", []) + c.get("args", [])]

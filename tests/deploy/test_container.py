@@ -31,7 +31,7 @@ import pytest
 SOURCE_DIR = os.environ["GRAVAC_SOURCE_DIR"]
 sys.path.insert(0, os.path.join(SOURCE_DIR, "tests", "install"))
 from installed import install  # noqa: E402
-from manifests import find, render_overlay  # noqa: E402
+from manifests import expand, find, render_overlay  # noqa: E402
 
 OBJECTS = render_overlay("cpu")
 CONFIG = find(OBJECTS, "ConfigMap")
@@ -228,10 +228,11 @@ def run_container(podman, workload, c, node, pod, fields, services, folders, log
     for mount in c.get("volumeMounts", []):
         assert set(volumes[mount["name"]]) == {"name", "emptyDir"}
         args += ["-v", "%s:%s" % (folders[mount["name"]], mount["mountPath"])]
-    for key, value in container_env(c, fields, services).items():
+    env = container_env(c, fields, services)
+    for key, value in env.items():
         args += ["-e", "%s=%s" % (key, value)]
-    args += ["--entrypoint", c["command"][0], image_of(workload)] + c["command"][1:] + \
-        c.get("args", [])
+    argv = [expand(a, env) for a in c["command"] + c.get("args", [])]  # Kubernetes' $(VAR)
+    args += ["--entrypoint", argv[0], image_of(workload)] + argv[1:]
     return subprocess.Popen(podman.base + args, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
 

@@ -21,6 +21,7 @@ Environment (tests/deploy/CMakeLists.txt): GRAVAC_BUILD_DIR, GRAVAC_SOURCE_DIR, 
 The prefix comes from tests/install/installed.py.
 """
 
+import copy
 import os
 import re
 import signal
@@ -33,7 +34,7 @@ import pytest
 SOURCE_DIR = os.environ["GRAVAC_SOURCE_DIR"]
 sys.path.insert(0, os.path.join(SOURCE_DIR, "tests", "install"))
 from installed import environment, install  # noqa: E402
-from manifests import find, plain_env, render_overlay  # noqa: E402
+from manifests import command_line, expand, find, plain_env, render_overlay  # noqa: E402
 
 DEPLOY = os.path.join(SOURCE_DIR, "deploy")
 BASE = os.path.join(DEPLOY, "kubernetes", "base")
@@ -201,16 +202,23 @@ def prefix(tmp_path_factory):
 def test_every_program_the_manifests_run_is_in_the_image(prefix):
     for workload in (CONTROLLER, JOB):
         for c in containers(workload):
-            for arg in c["command"]:
+            for arg in command_line(c, OBJECTS):
                 if arg.startswith(IMAGE_PREFIX + "/"):
                     assert os.path.isfile(image_path(arg, prefix)), arg
 
 
-def test_the_controller_runs_the_policy_the_training_script_expects(prefix):
-    """The ConfigMap's GraVAC settings equal the flags the script asks its job to run with."""
-    c = workers()
-    script = image_path(c["command"][-1], prefix)
-    done = subprocess.run([sys.executable, script] + c["args"] + ["--print-gravacrun-args"],
+@pytest.mark.parametrize("example", ["train_digits.py", "train_fashion.py"])
+def test_the_controller_runs_the_policy_the_training_script_expects(prefix, example):
+    """The ConfigMap's GraVAC settings equal the flags the script asks its job to run with,
+    whichever example its GRAVAC_EXAMPLE selects."""
+    objects = copy.deepcopy(OBJECTS)
+    find(objects, "ConfigMap")["data"]["GRAVAC_EXAMPLE"] = example
+    argv = command_line(container(find(objects, "Job"), "workers"), objects)
+    script = image_path(argv[argv.index("--") + 2], prefix)
+    assert os.path.basename(script) == example
+    assert os.path.isfile(script), script
+    done = subprocess.run([sys.executable, script] + argv[argv.index("--") + 3:] +
+                          ["--print-gravacrun-args"],
                           env=environment(prefix), capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     flags = done.stdout.split()
@@ -365,9 +373,11 @@ class Kubelet:
                 env[e["name"]] = value
             else:
                 env[e["name"]] = fields[e["valueFrom"]["fieldRef"]["fieldPath"]]
+        declared = dict(env)  # what $(VAR) in the command and args expands to
         env = {k: self.translate(v, mounts) for k, v in env.items()}
         env = {**environment(self.prefix), **env}  # the image's own PATH and PYTHONPATH
-        argv = [self.translate(a, mounts) for a in c["command"] + c.get("args", [])]
+        argv = [self.translate(expand(a, declared), mounts)
+                for a in c["command"] + c.get("args", [])]
         name = "%s-%s" % (pod, c["name"])
         log = open(os.path.join(self.work, name + ".log"), "w")
         proc = subprocess.Popen([self.netemu, "run", self.cluster, str(node), "--"] + argv,

@@ -12,7 +12,9 @@ Every overlay is rendered with `kubectl kustomize` and each object is checked:
   pods and ports they mean, the data-plane port range of the NetworkPolicy is gravacd's
   UCX_TCP_PORT_RANGE, and deploy/README.md's Prometheus scrape config keeps every pod under the
   job names the dashboard uses;
-- an overlay with namePrefix and namespace keeps the workers pointed at the renamed Service and Job.
+- an overlay with namePrefix and namespace keeps the workers pointed at the renamed Service and Job;
+- every $(VAR) in a command resolves, and the example the ConfigMap's GRAVAC_EXAMPLE selects is
+  one the image installs.
 Each check is run on broken copies too and must report them.
 """
 
@@ -24,8 +26,8 @@ import shutil
 import pytest
 import yaml
 
-from manifests import (KUBERNETES, SOURCE_DIR, all_containers, find, overlays, plain_env,
-                       pod_spec, render, render_overlay, validate)
+from manifests import (KUBERNETES, SOURCE_DIR, all_containers, command_line, expand, find,
+                       overlays, plain_env, pod_spec, render, render_overlay, validate)
 
 WORKLOADS = {"Deployment", "Job", "DaemonSet", "StatefulSet", "ReplicaSet"}
 # The restricted level allows these volume types only.
@@ -189,6 +191,31 @@ def port_range(value):
     return int(low), int(high or low)
 
 
+EXAMPLES_DIR = "/usr/local/share/gravac/examples"
+
+
+def installed_examples():
+    """The training scripts the image installs into EXAMPLES_DIR (the top CMakeLists.txt)."""
+    with open(os.path.join(SOURCE_DIR, "CMakeLists.txt")) as f:
+        text = f.read()
+    files = re.findall(r"install\(FILES ([^)]*?) DESTINATION share/gravac/examples\)", text, re.S)
+    return {os.path.basename(f) for group in files for f in group.split()
+            if os.path.basename(f).startswith("train_")}
+
+
+def declared_values(c, objects):
+    """What the container's $(VAR) references can expand to: its envFrom ConfigMaps' data (the
+    ones that exist) and its env (a fieldRef or other source as an empty value)."""
+    env = {}
+    for ref in c.get("envFrom", []):
+        for m in objects:
+            if m["kind"] == "ConfigMap" and m["metadata"]["name"] == ref["configMapRef"]["name"]:
+                env.update({k: str(v) for k, v in m.get("data", {}).items()})
+    for e in c.get("env", []):
+        env[e["name"]] = expand(e["value"], env) if "value" in e else ""
+    return env
+
+
 def consistency_problems(objects):
     """The objects select and reach each other."""
     problems = []
@@ -223,6 +250,21 @@ def consistency_problems(objects):
                 if ref["configMapRef"]["name"] not in config:
                     problems.append("%s: envFrom names ConfigMap %s that does not exist"
                                     % (label(o), ref["configMapRef"]["name"]))
+            # Kubernetes leaves a $(VAR) it cannot resolve as written: the pod would run it.
+            declared = declared_values(c, objects)
+            for word in c.get("command", []) + c.get("args", []):
+                for name in re.findall(r"(?<!\$)\$\((\w+)\)", str(word)):
+                    if name not in declared:
+                        problems.append("%s: container %s refers to $(%s), which its env and "
+                                        "envFrom do not define" % (label(o), c["name"], name))
+    examples = installed_examples()
+    for c in all_containers(pod_spec(workers)):
+        env = declared_values(c, objects)
+        for word in (expand(w, env) for w in c.get("command", []) + c.get("args", [])):
+            if word.startswith(EXAMPLES_DIR + "/") and \
+                    word[len(EXAMPLES_DIR) + 1:] not in examples:
+                problems.append("workers run %s, not one of the installed examples %s"
+                                % (word, ", ".join(sorted(examples))))
 
     # NetworkPolicies: gRPC from the workers, the data plane between workers, metrics.
     gravacd = [c for c in pod_spec(workers).get("initContainers", []) if c["name"] == "gravacd"]
@@ -397,6 +439,18 @@ def prefixed_overlay(tmp_path, kubernetes=KUBERNETES, base="monitoring"):
     return render(str(overlay))
 
 
+def test_the_config_map_selects_either_example(rendered):
+    """GRAVAC_EXAMPLE picks the script the workers run; every installed example passes."""
+    examples = installed_examples()
+    assert examples == {"train_digits.py", "train_fashion.py"}
+    for example in sorted(examples):
+        objects = copy.deepcopy(rendered["cpu"])
+        find(objects, "ConfigMap")["data"]["GRAVAC_EXAMPLE"] = example
+        assert all_problems(objects) == [], example
+        argv = command_line(pod_spec(workers_of(objects))["containers"][0], objects)
+        assert argv[argv.index("--") + 2] == EXAMPLES_DIR + "/" + example
+
+
 def test_names_survive_a_name_prefix_and_namespace_overlay(tmp_path):
     objects = prefixed_overlay(tmp_path)
     assert all(o["metadata"]["name"].startswith("team-a-") for o in objects)
@@ -517,6 +571,10 @@ BROKEN = {
         "podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["labelSelector"][
         "matchLabels"].update({"batch.kubernetes.io/job-name": "gravac-train"}), "anti-affinity"),
     "missing ConfigMap": (lambda o: o.remove(find(o, "ConfigMap")), "does not exist"),
+    "example not in the ConfigMap": (delete_in(lambda o: find(o, "ConfigMap")["data"],
+                                               "GRAVAC_EXAMPLE"), "$(GRAVAC_EXAMPLE)"),
+    "example not installed": (lambda o: find(o, "ConfigMap")["data"].update(
+        GRAVAC_EXAMPLE="train_mnist.py"), "not one of the installed examples"),
     "data-plane range differs": (lambda o: [e.update(value="31000-31063") for e in sidecar(o)[
         "env"] if e["name"] == "UCX_TCP_PORT_RANGE"], "data plane"),
     "data-plane range unset": (lambda o: sidecar(o).update(env=[
