@@ -408,6 +408,14 @@ gravac_status gravac_barrier(gravac_context* ctx) {
   return s.ok() ? GRAVAC_OK : Fail(ctx, s);
 }
 
+gravac_status gravac_join(gravac_context* ctx, int* last_joined_rank) {
+  if (ctx == nullptr) return GRAVAC_ERR_INVALID;
+  absl::StatusOr<int> last = ctx->client->Join();
+  if (!last.ok()) return Fail(ctx, last.status());
+  if (last_joined_rank != nullptr) *last_joined_rank = *last;
+  return GRAVAC_OK;
+}
+
 const char* gravac_last_error(const gravac_context* ctx) {
   if (ctx == nullptr) return "context is NULL";
   return ctx->last_error.c_str();

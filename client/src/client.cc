@@ -221,6 +221,21 @@ absl::Status Client::Barrier() {
   return state->status;
 }
 
+absl::StatusOr<int> Client::Join() {
+  v1::Request r;
+  r.set_name("gravac.join");
+  r.set_kind(v1::JOIN);
+  r.set_dtype(v1::INT32);
+  r.set_step(-1);
+  const int32_t me = config_.rank;
+  int32_t last = -1;
+  ASSIGN_OR_RETURN(auto state, Submit(std::move(r), &me, &last, sizeof(me), 0));
+  std::unique_lock<std::mutex> lock(state->mu);
+  state->cv.wait(lock, [&] { return state->done; });
+  RETURN_IF_ERROR(state->status);
+  return last;
+}
+
 void Client::ReaderLoop() {
   absl::Time last_heard = absl::Now();
   while (true) {

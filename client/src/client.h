@@ -89,6 +89,9 @@ class Client {
                                                        void* out, uint64_t bytes,
                                                        uint64_t row_bytes);
   absl::Status Barrier();
+  // Horovod's join: blocks until every rank has joined; meanwhile this rank contributes zeros to
+  // the allreduces the others post. Returns the global rank that joined last.
+  absl::StatusOr<int> Join();
   absl::Status Shutdown();
 
   int staging_segments();

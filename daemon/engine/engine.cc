@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -157,6 +158,7 @@ class EngineCore {
   };
 
   void Complete(Local& local, TensorResult result) {
+    if (local.tensor.spec.kind == CollectiveKind::kJoin) join_check_ = nullptr;
     if (options_.metrics != nullptr) options_.metrics->OnError(result.status);
     if (local.done) local.done(std::move(result));
     local.done = nullptr;
@@ -201,6 +203,9 @@ class EngineCore {
         if (options_.metrics != nullptr) options_.metrics->OnError(r.status);
         in.done(std::move(r));
         continue;
+      }
+      if (in.tensor.spec.kind == CollectiveKind::kJoin && in.tensor.local_status.ok()) {
+        join_check_ = in.tensor.join_check;
       }
       const absl::Status& local = in.tensor.local_status;
       const bool mismatch = local.code() == absl::StatusCode::kFailedPrecondition;
@@ -274,6 +279,7 @@ class EngineCore {
                                  (absl::GetCurrentTimeNanos() - negotiation_start) * 1e-9);
     }
     if (!outcome->ready.empty() && !Execute(outcome->ready, stop)) return false;
+    if (join_check_) AnswerForJoinedRanks();
     if (options_.log != nullptr || options_.metrics != nullptr) {
       const std::vector<std::string> stalls = negotiator_.StallReports(now, options_.stall_warning);
       if (options_.metrics != nullptr) options_.metrics->OnStalls(stalls.size());
@@ -289,7 +295,54 @@ class EngineCore {
     return true;
   }
 
-  bool Execute(const std::vector<ReadyTensor>& ready, absl::Status* stop) {
+  // Every local rank has joined: answers each tensor another node listed, in the next message,
+  // with zeros (an allreduce all of them posted before) or the error join_check_ gives.
+  void AnswerForJoinedRanks() {
+    std::deque<Inbox> answers;
+    for (TensorSpec& spec : negotiator_.MissingHere()) {
+      if (locals_.contains(spec.name)) continue;
+      NodeTensor t;
+      std::string error = join_check_(spec);
+      if (!error.empty()) {
+        t.local_status = absl::FailedPreconditionError(std::move(error));
+      } else {
+        t.data.assign(Elements(spec.shape) * collectives::DataTypeSize(spec.dtype), 0);
+      }
+      t.spec = std::move(spec);
+      const int64_t now_ns = absl::GetCurrentTimeNanos();
+      t.posted_at_ns = now_ns;
+      answers.push_back({std::move(t), [](TensorResult) {}, now_ns});
+    }
+    if (answers.empty()) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    for (Inbox& in : answers) inbox_.push_back(std::move(in));
+    cv_.notify_all();
+  }
+
+  // The job's join is complete: its result is the last joined rank (int32), agreed by the
+  // negotiation.
+  void CompleteJoin(const ReadyTensor& ready) {
+    auto it = locals_.find(ready.spec.name);
+    TensorResult r;
+    const int32_t last = ready.spec.root_rank;
+    r.data.resize(sizeof(last));
+    std::memcpy(r.data.data(), &last, sizeof(last));
+    r.collective = "join";
+    r.decision_epoch = ready.decision.epoch;
+    Complete(it->second, std::move(r));
+    locals_.erase(it);
+  }
+
+  bool Execute(const std::vector<ReadyTensor>& all_ready, absl::Status* stop) {
+    std::vector<ReadyTensor> ready;
+    for (const ReadyTensor& t : all_ready) {
+      if (t.spec.kind == CollectiveKind::kJoin) {
+        CompleteJoin(t);
+      } else {
+        ready.push_back(t);
+      }
+    }
+    if (ready.empty()) return true;
     std::vector<WorkItem> items(ready.size());
     for (size_t i = 0; i < ready.size(); ++i) {
       Local& local = locals_.at(ready[i].spec.name);
@@ -398,6 +451,7 @@ class EngineCore {
   // Engine thread only.
   Negotiator negotiator_;
   std::map<std::string, Local> locals_;
+  JoinCheck join_check_;  // set while every local rank has joined
 };
 
 }  // namespace internal

@@ -39,7 +39,7 @@ absl::Status GetSpec(ByteReader& r, TensorSpec* s) {
   s->compress = r.Get<uint8_t>() != 0;
   s->root_rank = r.Get<int32_t>();
   const uint32_t ndim = r.Get<uint32_t>();
-  if (!r.ok() || ndim > 64 || kind < 1 || kind > 3 ||
+  if (!r.ok() || ndim > 64 || kind < 1 || kind > static_cast<uint8_t>(CollectiveKind::kJoin) ||
       dtype > static_cast<uint8_t>(collectives::DataType::kUInt8) || op > 1) {
     return absl::DataLossError(
         absl::StrFormat("engine: malformed tensor spec in a negotiation message ('%s')", s->name));
@@ -295,6 +295,7 @@ absl::StatusOr<CycleOutcome> Negotiator::Process(absl::Span<const NodeMessage> m
         p.order = next_order_++;
         p.first_seen = p.last_report = now;
         p.per_node.resize(P);
+        p.listed_at.resize(P);
       }
       if (p.per_node[n].has_value()) {
         return absl::DataLossError(absl::StrFormat("engine: %s listed tensor '%s' twice",
@@ -302,6 +303,7 @@ absl::StatusOr<CycleOutcome> Negotiator::Process(absl::Span<const NodeMessage> m
       }
       max_step_listed_[n] = std::max(max_step_listed_[n], e.spec.step);
       p.per_node[n] = std::move(e);
+      p.listed_at[n] = next_listing_++;
       ++p.listed;
       progress = true;
     }
@@ -338,6 +340,10 @@ absl::StatusOr<CycleOutcome> Negotiator::Process(absl::Span<const NodeMessage> m
     } else {
       ReadyTensor t;
       t.spec = p.per_node[node_rank_]->spec;
+      if (t.spec.kind == CollectiveKind::kJoin) {
+        const auto last = std::max_element(p.listed_at.begin(), p.listed_at.end());
+        t.spec.root_rank = p.per_node[last - p.listed_at.begin()]->spec.root_rank;
+      }
       t.decision = DecisionForStep(t.spec.step, out.agreed);
       out.ready.push_back(std::move(t));
     }
@@ -386,6 +392,25 @@ std::vector<std::string> Negotiator::StallReports(absl::Time now, absl::Duration
         FormatRanks(layout_, missing)));
   }
   return lines;
+}
+
+std::vector<TensorSpec> Negotiator::MissingHere() const {
+  std::vector<std::pair<uint64_t, TensorSpec>> missing;
+  for (const auto& [name, p] : pending_) {
+    if (p.per_node[node_rank_].has_value()) continue;
+    for (const auto& entry : p.per_node) {
+      if (!entry.has_value()) continue;
+      TensorSpec spec = entry->spec;
+      spec.samples = 0;
+      missing.emplace_back(p.order, std::move(spec));
+      break;
+    }
+  }
+  std::sort(missing.begin(), missing.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<TensorSpec> out;
+  for (auto& [order, spec] : missing) out.push_back(std::move(spec));
+  return out;
 }
 
 int64_t Negotiator::MovedOnTo(const Pending& p) const {

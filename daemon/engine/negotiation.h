@@ -15,6 +15,11 @@
 // sends it in full and gives it a new id. Unnamed collectives (a new name per call) therefore
 // cost no memory beyond the capacity.
 //
+// Join (Horovod's hvd.join): a node lists the tensor of kind kJoin once all its ranks joined,
+// with spec.root_rank = its last joined rank. The join completes when every node listed it; its
+// agreed root_rank is that of the node that listed it last (processing order: cycle, then node),
+// the job's last joined rank.
+//
 // Decisions: the agreed decision of a cycle is the smallest-epoch decision among the nodes'
 // messages (each node's newest epoch never decreases, so neither does the agreed one). The first
 // cycle that makes a tensor of step s ready fixes step s's decision; later cycles reuse it.
@@ -117,6 +122,11 @@ class Negotiator {
   // give_up_moved_on, and the cycle fails those tensors on every node.
   bool MovedOn(absl::Time now, absl::Duration grace) const;
 
+  // The tensors other nodes listed and this node has not, as the first listing node gave them
+  // (step included, samples 0), in listing order. A node whose ranks have all joined answers
+  // each of them in its next message (a zero contribution or an error).
+  std::vector<TensorSpec> MissingHere() const;
+
   bool HasPending() const { return !pending_.empty(); }
   size_t cache_size() const { return cache_.size(); }
 
@@ -126,6 +136,7 @@ class Negotiator {
     absl::Time first_seen;
     absl::Time last_report;
     std::vector<std::optional<ReadyEntry>> per_node;  // resolved specs
+    std::vector<uint64_t> listed_at;                  // per node: listing sequence number
     int listed = 0;
   };
 
@@ -157,6 +168,7 @@ class Negotiator {
   uint32_t next_cache_id_ = 0;
   std::map<std::string, Pending> pending_;
   uint64_t next_order_ = 0;
+  uint64_t next_listing_ = 0;  // every listing, in processing order (the same on every node)
   std::vector<int64_t> max_step_listed_;  // per node
   std::map<int64_t, JobDecision> step_decisions_;
   absl::Time last_progress_ = absl::InfinitePast();

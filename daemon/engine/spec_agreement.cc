@@ -47,7 +47,7 @@ constexpr AgreedField kFields[] = {
 }  // namespace
 
 std::string_view CollectiveKindName(CollectiveKind kind) {
-  constexpr std::string_view kNames[] = {"?", "allreduce", "allgather", "broadcast"};
+  constexpr std::string_view kNames[] = {"?", "allreduce", "allgather", "broadcast", "join"};
   const auto i = static_cast<size_t>(kind);
   return i < std::size(kNames) ? kNames[i] : kNames[0];
 }

@@ -19,7 +19,15 @@
 
 namespace gravac::daemon {
 
-enum class CollectiveKind : uint8_t { kAllreduce = 1, kAllgather = 2, kBroadcast = 3 };
+// kJoin is Horovod's join: a rank that ran out of data posts it and from then on contributes
+// zeros to the allreduces the other ranks still post (TensorSpec: int32 scalar; root_rank carries
+// the node's last joined global rank, the agreed result is the job's last joined rank).
+enum class CollectiveKind : uint8_t {
+  kAllreduce = 1,
+  kAllgather = 2,
+  kBroadcast = 3,
+  kJoin = 4,
+};
 
 // What a worker asked for; every field must agree across all ranks (the engine checks name,
 // kind, dtype, shape, reduce_op, root_rank and compress, and names the first differing field).
@@ -35,6 +43,11 @@ struct TensorSpec {
   int64_t step = -1;       // training step the tensor belongs to; -1 = not part of a step
   int64_t samples = 0;     // samples this rank processed in `step` (for throughput); 0 unknown
 };
+
+// Asked, while every local rank of a node has joined, whether they can contribute zeros to a
+// tensor another node posted: "" when they can (an allreduce every one of them posted before
+// joining), else the error naming the joined rank(s) and the tensor.
+using JoinCheck = std::function<std::string(const TensorSpec&)>;
 
 // One tensor of this node, after the local side has combined its local workers' requests.
 struct NodeTensor {
@@ -52,6 +65,8 @@ struct NodeTensor {
   // (FailedPrecondition). The engine then fails the tensor on every node with this message, so
   // the other nodes' ranks get the error too instead of waiting; data is not used.
   absl::Status local_status;
+  // kJoin only: how the node's joined ranks answer for tensors other nodes post meanwhile.
+  JoinCheck join_check;
 };
 
 struct TensorResult {

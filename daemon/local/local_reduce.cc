@@ -59,6 +59,9 @@ absl::StatusOr<TensorSpec> SpecFromRequest(const v1::Request& request, int rank)
     case v1::BROADCAST:
       spec.kind = CollectiveKind::kBroadcast;
       break;
+    case v1::JOIN:
+      spec.kind = CollectiveKind::kJoin;
+      break;
     default:
       return fail(absl::StrFormat("unknown collective kind %d", request.kind()));
   }
@@ -83,6 +86,10 @@ absl::StatusOr<TensorSpec> SpecFromRequest(const v1::Request& request, int rank)
     default:
       return fail(absl::StrFormat("unknown reduce op %d", request.reduce_op()));
   }
+  if (spec.kind == CollectiveKind::kJoin &&
+      (spec.dtype != DataType::kInt32 || !spec.shape.empty())) {
+    return fail("join must be an int32 scalar (it returns the last joined rank)");
+  }
   spec.root_rank = request.root_rank();
   spec.compress = request.compress();
   spec.step = request.step();
@@ -93,6 +100,23 @@ absl::StatusOr<TensorSpec> SpecFromRequest(const v1::Request& request, int rank)
                                 collectives::DataTypeName(spec.dtype), TensorBytes(spec)));
   }
   return spec;
+}
+
+std::string JoinedRanksAnswer(const TensorSpec& spec, absl::Span<const int> joined,
+                              absl::Span<const int> never_posted) {
+  if (joined.empty()) return "";
+  if (spec.kind != CollectiveKind::kAllreduce) {
+    return absl::StrFormat(
+        "tensor '%s': %s while ranks [%s] have joined (hvd.join); after a join only allreduce "
+        "runs, with zeros from the joined ranks (as Horovod)",
+        spec.name, CollectiveKindName(spec.kind), absl::StrJoin(joined, ", "));
+  }
+  if (never_posted.empty()) return "";
+  return absl::StrFormat(
+      "tensor '%s': ranks [%s] have joined (hvd.join) and never posted it, so they cannot "
+      "contribute zeros to it (a joined rank answers only for allreduce names it posted before "
+      "joining)",
+      spec.name, absl::StrJoin(never_posted, ", "));
 }
 
 absl::Status CheckLocalAgreement(absl::Span<const LocalInput> inputs) {
@@ -178,6 +202,9 @@ NodeTensor CombineLocal(absl::Span<const LocalInput> inputs, int64_t posted_at_n
       }
       break;
     }
+    case CollectiveKind::kJoin:  // the local side builds the node's join itself
+      out.data.assign(inputs[0].data, inputs[0].data + inputs[0].bytes);
+      break;
   }
   return out;
 }

@@ -65,6 +65,12 @@ class BufferPool {
   size_t pooled_bytes_ = 0;
 };
 
+// Horovod's join: whether ranks that joined can contribute zeros to a tensor others post. ""
+// when they can (an allreduce, posted before by every joined rank; `never_posted` empty), else
+// the error naming the tensor and the ranks. `joined` empty: "".
+std::string JoinedRanksAnswer(const TensorSpec& spec, absl::Span<const int> joined,
+                              absl::Span<const int> never_posted);
+
 std::string ShapeString(absl::Span<const int64_t> shape);
 
 }  // namespace gravac::daemon

@@ -42,6 +42,8 @@ absl::StatusOr<std::shared_ptr<WorkerServerImpl>> WorkerServerImpl::Create(
   impl->Watch(impl->listen_fd_.get());
   impl->Watch(impl->wake_fd_.get());
   impl->slots_.assign(impl->options_.local_size, nullptr);
+  impl->joined_.assign(impl->options_.local_size, false);
+  impl->posted_names_.resize(impl->options_.local_size);
   {
     std::lock_guard<std::mutex> lock(impl->mu_);
     impl->hello_seen_.assign(impl->options_.local_size, false);

@@ -16,6 +16,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "core/ipc/framing.h"
@@ -60,13 +61,14 @@ class WorkerServerImpl : public std::enable_shared_from_this<WorkerServerImpl> {
   struct Pending {
     std::vector<std::optional<PostedRequest>> posts;  // by local rank
     int count = 0;
+    bool join = false;  // the join (kJoin): every local rank posts it
     int64_t first_posted_ns = 0;
     absl::Time last_warned = absl::InfinitePast();
   };
   // A locally complete tensor waiting for Serve, or handed to the sink.
   struct Ready {
     std::string name;
-    std::vector<PostedRequest> posts;  // by local rank
+    std::vector<std::optional<PostedRequest>> posts;  // by local rank; none: joined
     NodeTensor tensor;
   };
 
@@ -83,6 +85,12 @@ class WorkerServerImpl : public std::enable_shared_from_this<WorkerServerImpl> {
   bool Handle(Conn& conn, v1::WorkerMessage& msg, std::vector<ipc::UniqueFd> fds);
   bool HandleHello(Conn& conn, const v1::Hello& hello);
   void HandleRequest(Conn& conn, const v1::Request& request);
+  // Every local rank posted the tensor, or has joined and contributes zeros.
+  bool LocallyComplete(const Pending& p) const;
+  // Completes the pending tensors that a join just made complete.
+  void CompleteAfterJoin();
+  // "" when the joined local ranks can contribute zeros to `spec`, else the error naming them.
+  std::string JoinedAnswer(const TensorSpec& spec) const;
   void Complete(const std::string& name, Pending pending);
   void Deliver(Ready ready);
   void OnDone(uint64_t ticket, TensorResult result, int64_t done_ns);
@@ -135,6 +143,13 @@ class WorkerServerImpl : public std::enable_shared_from_this<WorkerServerImpl> {
   std::deque<Ready> queued_;             // complete before Serve
   std::map<uint64_t, Ready> in_flight_;  // handed to the sink, by ticket
   uint64_t next_ticket_ = 1;
+  // Horovod's join. joined_: the local rank posted join and waits for the job's (by local rank);
+  // last_joined_: the local rank that joined last; posted_names_: the allreduce names each local
+  // rank ever posted (a joined rank contributes zeros only to those; grows with the distinct
+  // names a job uses).
+  std::vector<bool> joined_;
+  int last_joined_ = -1;
+  std::vector<std::unordered_set<std::string>> posted_names_;
   BufferPool pool_;  // result buffers reused as the next tensors' node buffers
   bool serving_ = false;
   bool failure_reported_ = false;

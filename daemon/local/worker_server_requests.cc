@@ -138,23 +138,77 @@ void WorkerServerImpl::HandleRequest(Conn& conn, const v1::Request& request) {
         absl::StrFormat("rank %d, tensor '%s': bytes [%d, +%d) are outside staging segment %d",
                         conn.rank, name, request.offset(), request.bytes(), request.segment_id())));
   }
+  const bool join = spec->kind == CollectiveKind::kJoin;
+  if (joined_[conn.local_rank] && !join) {
+    return reject(absl::InvalidArgumentError(absl::StrFormat(
+        "rank %d, tensor '%s': posted after this rank joined (hvd.join); a joined rank posts "
+        "nothing until every rank has joined",
+        conn.rank, name)));
+  }
   if (!conn.in_flight.insert(name).second) {
     return reject(absl::InvalidArgumentError(absl::StrFormat(
         "rank %d, tensor '%s': already in flight (a name may be posted once until it completes)",
         conn.rank, name)));
   }
+  if (spec->kind == CollectiveKind::kAllreduce) posted_names_[conn.local_rank].insert(name);
   Pending& p = pending_[name];
   if (p.posts.empty()) {
     p.posts.resize(options_.local_size);
     p.first_posted_ns = NowNs();
   }
+  if (join) {
+    joined_[conn.local_rank] = true;
+    last_joined_ = conn.local_rank;
+    p.join = true;
+  }
   p.posts[conn.local_rank] = PostedRequest{request.id(), std::move(*spec), request.segment_id(),
                                            request.offset(), request.bytes()};
-  if (++p.count == options_.local_size) {
+  ++p.count;
+  if (join) {
+    CompleteAfterJoin();
+  } else if (LocallyComplete(p)) {
     Pending done = std::move(p);
     pending_.erase(name);
     Complete(name, std::move(done));
   }
+}
+
+bool WorkerServerImpl::LocallyComplete(const Pending& p) const {
+  for (int lr = 0; lr < options_.local_size; ++lr) {
+    if (!p.posts[lr].has_value() && (p.join || !joined_[lr])) return false;
+  }
+  return true;
+}
+
+void WorkerServerImpl::CompleteAfterJoin() {
+  // The tensors the join completes go to the engine before the node's join itself: once the
+  // engine holds the join it answers for the node's missing tensors with zeros.
+  std::vector<std::string> complete;
+  std::string join;
+  for (const auto& [name, p] : pending_) {
+    if (!LocallyComplete(p)) continue;
+    if (p.join) {
+      join = name;
+    } else {
+      complete.push_back(name);
+    }
+  }
+  if (!join.empty()) complete.push_back(join);
+  for (const std::string& name : complete) {
+    Pending done = std::move(pending_.at(name));
+    pending_.erase(name);
+    Complete(name, std::move(done));
+  }
+}
+
+std::string WorkerServerImpl::JoinedAnswer(const TensorSpec& spec) const {
+  std::vector<int> joined, never_posted;
+  for (int lr = 0; lr < options_.local_size; ++lr) {
+    if (!joined_[lr]) continue;
+    joined.push_back(first_rank_ + lr);
+    if (!posted_names_[lr].contains(spec.name)) never_posted.push_back(first_rank_ + lr);
+  }
+  return JoinedRanksAnswer(spec, joined, never_posted);
 }
 
 void WorkerServerImpl::Complete(const std::string& name, Pending pending) {
@@ -163,6 +217,7 @@ void WorkerServerImpl::Complete(const std::string& name, Pending pending) {
   ready.name = name;
   std::vector<LocalInput> inputs;
   for (int lr = 0; lr < options_.local_size; ++lr) {
+    if (!pending.posts[lr].has_value()) continue;  // joined: contributes zeros
     struct PostedRequest& post = *pending.posts[lr];
     Conn* conn = ByLocalRank(lr);
     if (conn == nullptr) continue;
@@ -171,24 +226,57 @@ void WorkerServerImpl::Complete(const std::string& name, Pending pending) {
     inputs.push_back(
         LocalInput{first_rank_ + lr, &post.spec, seg->second.data() + post.offset, post.bytes});
   }
-  if (static_cast<int>(inputs.size()) != options_.local_size) {
+  if (static_cast<int>(inputs.size()) != pending.count) {
     const absl::Status status = absl::UnavailableError(
         absl::StrFormat("tensor '%s': a local worker's staging segment is gone", name));
     if (options_.log != nullptr) GRAVAC_LOG(*options_.log, kError, "%s", status.message());
     if (options_.metrics != nullptr) options_.metrics->OnError(status);
     for (int lr = 0; lr < options_.local_size; ++lr) {
-      Respond(lr, pending.posts[lr]->request_id, name, status);
+      if (pending.posts[lr].has_value()) Respond(lr, pending.posts[lr]->request_id, name, status);
     }
     return;
   }
-  if (absl::Status status = CheckLocalAgreement(inputs); !status.ok()) {
+  absl::Status status = CheckLocalAgreement(inputs);
+  if (status.ok() && !pending.join) {
+    if (std::string joined = JoinedAnswer(*inputs[0].spec); !joined.empty()) {
+      status = absl::FailedPreconditionError(std::move(joined));
+    }
+  }
+  if (!status.ok()) {
     // The other nodes' ranks wait for this tensor too: hand it to the engine marked failed, so
     // it fails on every node with this message (and the local workers get it back from there).
     if (options_.log != nullptr) GRAVAC_LOG(*options_.log, kError, "%s", status.message());
     ready.tensor.spec = *inputs[0].spec;
     ready.tensor.posted_at_ns = pending.first_posted_ns;
     ready.tensor.local_status = std::move(status);
-    for (auto& post : pending.posts) ready.posts.push_back(std::move(*post));
+    ready.posts = std::move(pending.posts);
+    if (serving_) {
+      Deliver(std::move(ready));
+    } else {
+      queued_.push_back(std::move(ready));
+    }
+    return;
+  }
+  if (pending.join) {
+    // The node's join: its last joined rank travels as root_rank (and as the data, an int32);
+    // join_check answers, from a snapshot, for the tensors other nodes post meanwhile.
+    const int32_t last = first_rank_ + last_joined_;
+    ready.tensor.spec = *inputs[0].spec;
+    ready.tensor.spec.root_rank = last;
+    ready.tensor.data.resize(sizeof(last));
+    std::memcpy(ready.tensor.data.data(), &last, sizeof(last));
+    ready.tensor.posted_at_ns = pending.first_posted_ns;
+    auto names =
+        std::make_shared<const std::vector<std::unordered_set<std::string>>>(posted_names_);
+    ready.tensor.join_check = [names, first = first_rank_](const TensorSpec& spec) {
+      std::vector<int> joined, never_posted;
+      for (size_t lr = 0; lr < names->size(); ++lr) {
+        joined.push_back(first + static_cast<int>(lr));
+        if (!(*names)[lr].contains(spec.name)) never_posted.push_back(joined.back());
+      }
+      return JoinedRanksAnswer(spec, joined, never_posted);
+    };
+    ready.posts = std::move(pending.posts);
     if (serving_) {
       Deliver(std::move(ready));
     } else {
@@ -210,7 +298,7 @@ void WorkerServerImpl::Complete(const std::string& name, Pending pending) {
     }
   }
   const int64_t reduced_ns = NowNs();
-  for (auto& post : pending.posts) ready.posts.push_back(std::move(*post));
+  ready.posts = std::move(pending.posts);
   if (serving_) {
     Deliver(std::move(ready));
     if (options_.metrics != nullptr) {  // tensors queued before Serve are not handoffs
@@ -228,7 +316,9 @@ void WorkerServerImpl::Deliver(Ready ready) {
   if (absl::Status failure = LockedFailure(); !failure.ok()) {
     if (options_.metrics != nullptr) options_.metrics->OnError(failure);
     for (size_t lr = 0; lr < ready.posts.size(); ++lr) {
-      Respond(static_cast<int>(lr), ready.posts[lr].request_id, ready.name, failure);
+      if (ready.posts[lr].has_value()) {
+        Respond(static_cast<int>(lr), ready.posts[lr]->request_id, ready.name, failure);
+      }
     }
     return;
   }
@@ -265,8 +355,13 @@ void WorkerServerImpl::OnDone(uint64_t ticket, TensorResult result, int64_t done
       status = seg.status();
     }
   }
+  if (kind == CollectiveKind::kJoin) {
+    std::fill(joined_.begin(), joined_.end(), false);
+    last_joined_ = -1;
+  }
   for (size_t lr = 0; lr < ready.posts.size(); ++lr) {
-    const struct PostedRequest& post = ready.posts[lr];
+    if (!ready.posts[lr].has_value()) continue;
+    const struct PostedRequest& post = *ready.posts[lr];
     Conn* conn = ByLocalRank(static_cast<int>(lr));
     if (conn == nullptr) continue;
     absl::Status s = status;
@@ -358,7 +453,9 @@ void WorkerServerImpl::FailNode(absl::Status status) {
   for (Ready& r : queued) {
     if (options_.metrics != nullptr) options_.metrics->OnError(status);
     for (size_t lr = 0; lr < r.posts.size(); ++lr) {
-      Respond(static_cast<int>(lr), r.posts[lr].request_id, r.name, status);
+      if (r.posts[lr].has_value()) {
+        Respond(static_cast<int>(lr), r.posts[lr]->request_id, r.name, status);
+      }
     }
   }
   if (serving_) ReportFailure();
@@ -412,7 +509,8 @@ void WorkerServerImpl::CheckStalls() {
           name, absl::StrJoin(posted, ", "), absl::StrJoin(gone, ", "))));
       return;
     }
-    if (waited >= options_.stall_timeout) {
+    // Ranks that joined wait for the others' data to run out: no limit (Horovod's join).
+    if (waited >= options_.stall_timeout && !p.join) {
       FailNode(absl::DeadlineExceededError(absl::StrFormat(
           "stall: tensor '%s' posted by ranks [%s] %s ago is still missing from ranks [%s]%s; "
           "failing the job after --stall_timeout_s %s",
@@ -445,7 +543,9 @@ void WorkerServerImpl::Teardown() {
   pending_.clear();
   auto fail_all = [&](Ready& r) {
     for (size_t lr = 0; lr < r.posts.size(); ++lr) {
-      Respond(static_cast<int>(lr), r.posts[lr].request_id, r.name, stopped);
+      if (r.posts[lr].has_value()) {
+        Respond(static_cast<int>(lr), r.posts[lr]->request_id, r.name, stopped);
+      }
     }
   };
   for (Ready& r : queued_) fail_all(r);

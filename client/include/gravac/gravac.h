@@ -196,6 +196,14 @@ void gravac_buffer_free(gravac_buffer* buf);
 /* Blocks until every rank of the job called gravac_barrier (an allreduce of one element). */
 gravac_status gravac_barrier(gravac_context* ctx);
 
+/* Horovod's join: this rank has no more data. Blocks until every rank of the job has called
+ * gravac_join; meanwhile the daemon contributes zeros for this rank to the allreduces the other
+ * ranks post (only names this rank posted before: others fail on the posting ranks with
+ * GRAVAC_ERR_MISMATCH naming the joined ranks; an allgather or broadcast fails likewise).
+ * Average still divides by the job's size, as Horovod. *last_joined_rank (may be NULL) receives
+ * the global rank that joined last. */
+gravac_status gravac_join(gravac_context* ctx, int* last_joined_rank);
+
 /* Message of the last failed call on ctx ("" when none). */
 const char* gravac_last_error(const gravac_context* ctx);
 

@@ -177,6 +177,8 @@ class Context {
     return Make(gravac_buffer_alloc(ctx_, bytes, buf->out()));
   }
   Status Barrier() { return Make(gravac_barrier(ctx_)); }
+  // Horovod's join (gravac_join); *last_joined_rank may be null.
+  Status Join(int* last_joined_rank) { return Make(gravac_join(ctx_, last_joined_rank)); }
   // Idempotent; the destructor calls it.
   Status Shutdown() {
     if (ctx_ == nullptr) return Status();

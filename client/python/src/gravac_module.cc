@@ -204,6 +204,19 @@ class Context {
     Check(s);
   }
 
+  // Horovod's join (GIL released); returns the last joined rank.
+  int Join() {
+    gravac_context* ctx = Checked();
+    gravac_status s;
+    int last = -1;
+    {
+      py::gil_scoped_release release;
+      s = gravac_join(ctx, &last);
+    }
+    Check(s);
+    return last;
+  }
+
   // Says goodbye to the daemon and frees the context; later calls raise. Idempotent.
   void Shutdown() {
     if (ctx_ == nullptr) return;
@@ -292,5 +305,6 @@ PYBIND11_MODULE(_gravac, m) {
       .def("alloc_buffer", &Context::AllocBuffer, py::arg("nbytes"),
            "A shared buffer of nbytes bytes (gravac_buffer_alloc).")
       .def("barrier", &Context::Barrier)
+      .def("join", &Context::Join, "Horovod's join; returns the last joined rank.")
       .def("shutdown", &Context::Shutdown);
 }

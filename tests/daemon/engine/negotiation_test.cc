@@ -269,5 +269,62 @@ TEST(NegotiationTest, DeadlockAndStallReports) {
   EXPECT_FALSE(a.HasPending());
 }
 
+// Join: what this node lacks is offered in listing order; the join completes when every node
+// listed it, with the last joined rank of the node that listed it last (cycle, then node order).
+TEST(NegotiationTest, JoinReportsMissingTensorsAndTheLastJoinedRank) {
+  const std::vector<NodeLayout> layout = {{0, 2}, {2, 2}, {4, 1}};
+  Negotiator a(0, layout), b(1, layout), c(2, layout);
+  const absl::Time now = absl::Now();
+  auto cycle = [&](const std::vector<NodeMessage>& m) {
+    auto oa = a.Process(m, now);
+    auto ob = b.Process(m, now);
+    auto oc = c.Process(m, now);
+    EXPECT_THAT(oa, IsOk());
+    EXPECT_THAT(ob, IsOk());
+    EXPECT_THAT(oc, IsOk());
+    EXPECT_EQ(oa->ready.size(), oc->ready.size());
+    return *oa;
+  };
+  auto join = [](int last_rank) {
+    TensorSpec s;
+    s.name = "gravac.join";
+    s.kind = CollectiveKind::kJoin;
+    s.dtype = collectives::DataType::kInt32;
+    s.root_rank = last_rank;
+    return s;
+  };
+  std::vector<NodeMessage> m(3);
+  // Node 2 joins first (rank 4); nodes 0 and 1 post two tensors.
+  m[2].ready = {c.MakeEntry(join(4), "")};
+  m[0].ready = {a.MakeEntry(Spec("g1", 7), ""), a.MakeEntry(Spec("g2", 7), "")};
+  m[1].ready = {b.MakeEntry(Spec("g1", 7), ""), b.MakeEntry(Spec("g2", 7), "")};
+  CycleOutcome o = cycle(m);
+  EXPECT_TRUE(o.ready.empty());
+  const std::vector<TensorSpec> missing = c.MissingHere();
+  ASSERT_EQ(missing.size(), 2u);
+  EXPECT_EQ(missing[0].name, "g1");
+  EXPECT_EQ(missing[1].name, "g2");
+  EXPECT_EQ(missing[0].step, 7);
+  EXPECT_EQ(missing[0].samples, 0);
+  EXPECT_THAT(a.MissingHere(),
+              ::testing::ElementsAre(::testing::Field(&TensorSpec::name, "gravac.join")));
+  // Node 2 answers both with zeros; they run. Then nodes 1 and 0 join in one cycle, in node
+  // order: node 1 (last joined rank 3) lists after node 0 (rank 0), so rank 3 is the last.
+  m[0].ready.clear();
+  m[1].ready.clear();
+  m[2].ready = {c.MakeEntry(missing[0], ""), c.MakeEntry(missing[1], "")};
+  o = cycle(m);
+  ASSERT_EQ(o.ready.size(), 2u);
+  EXPECT_TRUE(c.MissingHere().empty());
+  m[2].ready.clear();
+  m[0].ready = {a.MakeEntry(join(0), "")};
+  m[1].ready = {b.MakeEntry(join(3), "")};
+  o = cycle(m);
+  ASSERT_EQ(o.ready.size(), 1u);
+  EXPECT_EQ(o.ready[0].spec.kind, CollectiveKind::kJoin);
+  EXPECT_EQ(o.ready[0].spec.root_rank, 3);
+  EXPECT_FALSE(a.HasPending());
+}
+
 }  // namespace
 }  // namespace gravac::daemon::internal

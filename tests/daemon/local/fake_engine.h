@@ -119,6 +119,9 @@ class FakeEngine {
       case CollectiveKind::kBroadcast:
         r.collective = "broadcast";
         break;
+      case CollectiveKind::kJoin:  // one node: its own last joined rank (the data already)
+        r.collective = "join";
+        break;
     }
     r.data = std::move(t.data);
     return r;

@@ -37,6 +37,31 @@ TEST(LocalReduceTest, SpecFromRequestChecksBytesAgainstShape) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("kind")));
 }
 
+TEST(LocalReduceTest, JoinIsAnInt32Scalar) {
+  ASSERT_OK_AND_ASSIGN(TensorSpec join,
+                       SpecFromRequest(MakeRequest(v1::JOIN, v1::INT32, {}, 4), 2));
+  EXPECT_EQ(join.kind, CollectiveKind::kJoin);
+  EXPECT_THAT(SpecFromRequest(MakeRequest(v1::JOIN, v1::FLOAT32, {}, 4), 2),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("rank 2, tensor 't': join must be an int32 scalar")));
+  EXPECT_THAT(SpecFromRequest(MakeRequest(v1::JOIN, v1::INT32, {2}, 8), 2),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("int32 scalar")));
+}
+
+TEST(LocalReduceTest, JoinedRanksAnswerOnlyForAllreducesTheyPosted) {
+  TensorSpec s;
+  s.name = "w.grad";
+  EXPECT_EQ(JoinedRanksAnswer(s, {}, {}), "");
+  EXPECT_EQ(JoinedRanksAnswer(s, std::vector<int>{1, 3}, {}), "");
+  EXPECT_EQ(JoinedRanksAnswer(s, std::vector<int>{1, 3}, std::vector<int>{3}),
+            "tensor 'w.grad': ranks [3] have joined (hvd.join) and never posted it, so they "
+            "cannot contribute zeros to it (a joined rank answers only for allreduce names it "
+            "posted before joining)");
+  s.kind = CollectiveKind::kAllgather;
+  EXPECT_THAT(JoinedRanksAnswer(s, std::vector<int>{1, 3}, {}),
+              HasSubstr("tensor 'w.grad': allgather while ranks [1, 3] have joined"));
+}
+
 TEST(LocalReduceTest, CombinesAllreduceAllgatherAndBroadcast) {
   TensorSpec s;
   s.name = "t";

@@ -25,7 +25,7 @@ from gravac.torch.dense_ops import (alltoall, grouped_allreduce, grouped_allredu
                                     reducescatter, reducescatter_async)
 from gravac.torch.mpi_ops import (Adasum, Average, Max, Min, Product, Sum, allgather,
                                   allgather_async, allreduce, allreduce_, allreduce_async,
-                                  allreduce_async_, barrier, broadcast, broadcast_,
+                                  allreduce_async_, barrier, broadcast, broadcast_, join,
                                   broadcast_async, broadcast_async_, cross_rank, cross_size,
                                   gloo_built, gloo_enabled, init, is_homogeneous, is_initialized,
                                   local_rank, local_size, mpi_built, mpi_enabled,
@@ -39,7 +39,7 @@ HorovodInternalError = GravacError
 __all__ = [
     "Adasum", "Max", "Min", "Product", "SyncBatchNorm", "alltoall", "cross_rank", "cross_size",
     "grouped_allreduce", "grouped_allreduce_", "grouped_allreduce_async",
-    "grouped_allreduce_async_", "is_homogeneous", "reducescatter", "reducescatter_async",
+    "grouped_allreduce_async_", "is_homogeneous", "join", "reducescatter", "reducescatter_async",
     "Average", "Sum", "Compression", "Compressor", "DistributedOptimizer", "GravacError",
     "HorovodInternalError", "allgather", "allgather_async", "allgather_object", "allreduce",
     "allreduce_", "allreduce_async", "allreduce_async_", "barrier", "broadcast", "broadcast_",

@@ -7,7 +7,7 @@ requests with wait/poll/info), so every call of gravac.torch works unchanged on 
 no daemon:
 
 * allreduce of one rank is its input (Sum and Average alike), allgather and broadcast return
-  the input; barrier returns at once.
+  the input; barrier returns at once; join returns 0 (the only rank is the last to join).
 * A tensor marked for compression (a GraVAC compressor on an fp32 gradient) goes through the
   daemon's top-k step with error feedback, on this process: p = g + e, keep the
   KeepCount(n, θ) largest |p| (ties: lower index), e = p - kept. θ is the compressor's theta_min
@@ -166,6 +166,10 @@ class LocalContext:
 
     def barrier(self):
         self._check()
+
+    def join(self):
+        self._check()
+        return 0
 
     def shutdown(self):
         self._closed = True

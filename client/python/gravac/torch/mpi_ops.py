@@ -281,6 +281,20 @@ def barrier():
     _state.ctx().barrier()
 
 
+def join(device=-1):
+    """Horovod's join: this rank has run out of data.
+
+    Blocks until every rank has called join(); meanwhile the daemon contributes zeros for this
+    rank to the allreduces the other ranks still post (Average keeps dividing by size(), as
+    Horovod). Returns the rank that joined last. Only allreduce names this rank posted before
+    joining can be answered: another name, or an allgather or broadcast, fails on the posting
+    ranks with a GravacError naming the joined ranks and the tensor. ``device`` is accepted for
+    Horovod's signature (the daemon needs none).
+    """
+    del device
+    return _state.ctx().join()
+
+
 def _dtype_code(tensor, name):
     code = _DTYPES.get(tensor.dtype)
     if code is None:
