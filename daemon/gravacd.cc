@@ -54,6 +54,9 @@ constexpr SettingSpec kSettings[] = {
      "refuse float allreduce inputs holding NaN or infinity (fails the tensor on every rank)",
      SettingType::kBool},
     {"step_log", "GRAVAC_STEP_LOG", "", "file with one line per executed group"},
+    {"timeline_filename", "GRAVAC_TIMELINE_FILENAME", "",
+     "Horovod's timeline: a Chrome trace of every tensor's phases from the start (node 0 "
+     "writes it; hvd.start_timeline starts one later)"},
     {"worker_timeout_s", "GRAVAC_WORKER_TIMEOUT_S", "120", "limit for the local workers' hellos",
      SettingType::kDouble},
     {"join_timeout_s", "GRAVAC_JOIN_TIMEOUT_S", "120", "limit for all daemons to join",
@@ -140,6 +143,7 @@ absl::StatusOr<GravacdOptions> GravacdOptionsFromSettings(const Settings& s) {
   o.op_timeout = std::min(o.op_timeout, o.stall_timeout);
   ASSIGN_OR_RETURN(o.check_finite, s.GetBool("check_finite"));
   ASSIGN_OR_RETURN(o.step_log, s.GetString("step_log"));
+  ASSIGN_OR_RETURN(o.timeline_filename, s.GetString("timeline_filename"));
   ASSIGN_OR_RETURN(o.worker_timeout, PositiveSeconds(s, "worker_timeout_s"));
   ASSIGN_OR_RETURN(o.join_timeout, PositiveSeconds(s, "join_timeout_s"));
   ASSIGN_OR_RETURN(o.shutdown_timeout, PositiveSeconds(s, "shutdown_timeout_s"));
@@ -338,6 +342,7 @@ absl::Status Gravacd::Run() {
                      .cycle_time = options_.cycle_time,
                      .stall_warning = options_.stall_warning,
                      .step_log_path = options_.step_log,
+                     .timeline_path = options_.timeline_filename,
                      .log = log_,
                      .metrics = metrics.get()},
                     *std::move(comm), client.get(), client.get());
@@ -345,7 +350,14 @@ absl::Status Gravacd::Run() {
   engine = *std::move(engine_or);
   Engine* e = engine.get();
   server->Serve([e](NodeTensor t, DoneCallback done) { e->Enqueue(std::move(t), std::move(done)); },
-                [e](absl::Status s) { e->FailLocal(std::move(s)); });
+                [e](absl::Status s) { e->FailLocal(std::move(s)); },
+                [e](const std::string& path) {
+                  if (path.empty()) {
+                    e->StopTimeline();
+                    return absl::OkStatus();
+                  }
+                  return e->StartTimeline(path);
+                });
 
   absl::Status waited = WaitInSlices(absl::InfiniteDuration(),
                                      [&](absl::Duration d) { return server->WaitForShutdown(d); });

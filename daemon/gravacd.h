@@ -68,6 +68,7 @@ struct GravacdOptions {
   absl::Duration stall_timeout = absl::Seconds(600);    // locally stalled tensor fails the job
   bool check_finite = false;                            // refuse non-finite float allreduces
   std::string step_log;                                 // "" = none
+  std::string timeline_filename;                        // "" = none (node 0 writes it)
   absl::Duration worker_timeout = absl::Seconds(120);   // all local workers said hello
   absl::Duration join_timeout = absl::Seconds(120);     // all daemons joined
   absl::Duration shutdown_timeout = absl::Seconds(60);  // engine shutdown agreed

@@ -29,9 +29,9 @@ struct HorovodFlag {
   std::string_view text;
 };
 
-constexpr char kNoTimeline[] =
-    "gravac writes no Horovod timeline; per-step records of every node are in --step_log FILE "
-    "({node} = node index) and live figures in the /metrics endpoints";
+constexpr char kNoCycleMarks[] =
+    "gravac's timeline traces each tensor's negotiation, not the negotiation cycles; use "
+    "--timeline-filename alone (per-group records of every node: --step_log FILE)";
 constexpr char kNoAutotune[] =
     "gravac has no autotuner (GraVAC chooses the compression factor itself); set "
     "--fusion_threshold_bytes and --cycle_time_ms directly";
@@ -64,8 +64,8 @@ constexpr HorovodFlag kFlags[] = {
     {"cache_capacity", true, Kind::kNote, "gravac keeps no response cache"},
     {"log_hide_timestamp", false, Kind::kNote, "gravac's log lines always carry their time"},
     {"log_without_timestamp", false, Kind::kNote, "gravac's log lines always carry their time"},
-    {"timeline_filename", true, Kind::kRefuse, kNoTimeline},
-    {"timeline_mark_cycles", false, Kind::kRefuse, kNoTimeline},
+    {"timeline_filename", true, Kind::kMap, "timeline_filename"},
+    {"timeline_mark_cycles", false, Kind::kRefuse, kNoCycleMarks},
     {"autotune", false, Kind::kRefuse, kNoAutotune},
     {"autotune_log_file", true, Kind::kRefuse, kNoAutotune},
     {"autotune_warmup_samples", true, Kind::kRefuse, kNoAutotune},

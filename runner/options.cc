@@ -17,7 +17,7 @@ namespace {
 constexpr std::string_view kDaemonFlags[] = {
     "transport",     "ucx_tls",         "ucx_net_devices", "fusion_threshold_bytes",
     "cycle_time_ms", "stall_warning_s", "op_timeout_s",    "step_log",
-    "log_level",     "stall_timeout_s", "check_finite"};
+    "log_level",     "stall_timeout_s", "check_finite",    "timeline_filename"};
 
 // gravacrun's own settings; the job settings and the daemon settings follow (RunnerSettings()).
 constexpr SettingSpec kOwnSettings[] = {
@@ -70,6 +70,8 @@ constexpr SettingSpec kDaemonSettings[] = {
     {"stall_timeout_s", "", "", "gravacd: a stalled tensor fails the job after (600)"},
     {"check_finite", "", "", "gravacd: refuse non-finite float allreduces (true|false)"},
     {"step_log", "", "", "gravacd: per-node step log path ({node} = node index)"},
+    {"timeline_filename", "", "",
+     "gravacd: Horovod's timeline (Chrome trace) of the job, written by node 0's daemon"},
     {"log_level", "", "", "gravacd and controller: debug|info|warning|error"},
 };
 

@@ -416,6 +416,12 @@ gravac_status gravac_join(gravac_context* ctx, int* last_joined_rank) {
   return GRAVAC_OK;
 }
 
+gravac_status gravac_timeline(gravac_context* ctx, const char* path) {
+  if (ctx == nullptr) return GRAVAC_ERR_INVALID;
+  absl::Status s = ctx->client->Timeline(path == nullptr ? "" : path);
+  return s.ok() ? GRAVAC_OK : Fail(ctx, s);
+}
+
 const char* gravac_last_error(const gravac_context* ctx) {
   if (ctx == nullptr) return "context is NULL";
   return ctx->last_error.c_str();

@@ -236,6 +236,18 @@ absl::StatusOr<int> Client::Join() {
   return last;
 }
 
+absl::Status Client::Timeline(const std::string& path) {
+  v1::Request r;
+  r.set_name(path);
+  r.set_kind(v1::TIMELINE);
+  r.set_step(-1);
+  uint8_t none = 0;
+  ASSIGN_OR_RETURN(auto state, Submit(std::move(r), &none, &none, 0, 0));
+  std::unique_lock<std::mutex> lock(state->mu);
+  state->cv.wait(lock, [&] { return state->done; });
+  return state->status;
+}
+
 void Client::ReaderLoop() {
   absl::Time last_heard = absl::Now();
   while (true) {

@@ -92,6 +92,9 @@ class Client {
   // Horovod's join: blocks until every rank has joined; meanwhile this rank contributes zeros to
   // the allreduces the others post. Returns the global rank that joined last.
   absl::StatusOr<int> Join();
+  // Horovod's start_timeline / stop_timeline on this worker's daemon ("" stops). Blocks for
+  // the daemon's answer.
+  absl::Status Timeline(const std::string& path);
   absl::Status Shutdown();
 
   int staging_segments();

@@ -1,6 +1,7 @@
 #include "daemon/engine/engine.h"
 
 #include <algorithm>
+#include <cctype>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -10,6 +11,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "core/absl_compat.h"
@@ -17,6 +19,8 @@
 #include "daemon/daemon_metrics.h"
 #include "daemon/engine/executor.h"
 #include "daemon/engine/negotiation.h"
+#include "daemon/engine/spec_agreement.h"
+#include "daemon/engine/timeline.h"
 
 namespace gravac::daemon {
 namespace internal {
@@ -82,13 +86,20 @@ class EngineCore {
  public:
   EngineCore(EngineOptions options, std::unique_ptr<collectives::Communicator> comm,
              DecisionSource* decisions, std::unique_ptr<StatsSink> metered_stats,
-             std::unique_ptr<Executor> executor)
+             std::unique_ptr<Timeline> timeline, std::unique_ptr<Executor> executor)
       : options_(std::move(options)),
+        timeline_(std::move(timeline)),
         comm_(std::move(comm)),
         decisions_(decisions),
         metered_stats_(std::move(metered_stats)),
         executor_(std::move(executor)),
         negotiator_(options_.node_rank, options_.layout) {}
+
+  absl::Status StartTimeline(const std::string& path) {
+    if (options_.node_rank != 0) return absl::OkStatus();
+    return timeline_->Start(path);
+  }
+  void StopTimeline() { timeline_->Stop(); }
 
   void StartThread() {
     thread_ = std::thread([this] { Loop(); });
@@ -155,6 +166,7 @@ class EngineCore {
     NodeTensor tensor;
     DoneCallback done;
     int64_t start_ns = 0;
+    int64_t listed_ns = 0;  // when the engine took it (the end of its local phase)
   };
 
   void Complete(Local& local, TensorResult result) {
@@ -219,7 +231,7 @@ class EngineCore {
       message->ready.push_back(
           negotiator_.MakeEntry(in.tensor.spec, std::move(error), mismatch));
       locals_.emplace(name, Local{std::move(in.tensor), std::move(in.done),
-                                  plausible ? posted : in.enqueued_ns});
+                                  plausible ? posted : in.enqueued_ns, now_ns});
     }
     return true;
   }
@@ -323,6 +335,9 @@ class EngineCore {
   // negotiation.
   void CompleteJoin(const ReadyTensor& ready) {
     auto it = locals_.find(ready.spec.name);
+    const int64_t now_ns = absl::GetCurrentTimeNanos();
+    timeline_->Span(ready.spec.name, "JOIN", now_ns, now_ns,
+                    {{"last_joined_rank", absl::StrCat(ready.spec.root_rank)}});
     TensorResult r;
     const int32_t last = ready.spec.root_rank;
     r.data.resize(sizeof(last));
@@ -333,7 +348,26 @@ class EngineCore {
     locals_.erase(it);
   }
 
+  // A ready tensor's local phase and its negotiation, with one tick per node as it listed it.
+  void TraceNegotiation(const ReadyTensor& t, const Local& local, int64_t ready_ns) {
+    const std::string& name = t.spec.name;
+    timeline_->Span(name, "LOCAL_REDUCE", local.start_ns, local.listed_ns);
+    int64_t first = ready_ns;
+    for (int64_t ns : t.listed_ns) first = std::min(first, ns);
+    std::string kind(CollectiveKindName(t.spec.kind));
+    for (char& c : kind) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    timeline_->Span(name, "NEGOTIATE_" + kind, first, ready_ns);
+    for (size_t n = 0; n < t.listed_ns.size(); ++n) {
+      const int nodes[] = {static_cast<int>(n)};
+      timeline_->Span(name, FormatRanks(options_.layout, nodes), t.listed_ns[n], t.listed_ns[n]);
+    }
+  }
+
   bool Execute(const std::vector<ReadyTensor>& all_ready, absl::Status* stop) {
+    if (timeline_->enabled()) {
+      const int64_t ready_ns = absl::GetCurrentTimeNanos();
+      for (const ReadyTensor& t : all_ready) TraceNegotiation(t, locals_.at(t.spec.name), ready_ns);
+    }
     std::vector<ReadyTensor> ready;
     for (const ReadyTensor& t : all_ready) {
       if (t.spec.kind == CollectiveKind::kJoin) {
@@ -430,6 +464,7 @@ class EngineCore {
   }
 
   const EngineOptions options_;
+  std::unique_ptr<Timeline> timeline_;  // the executor's too
   std::unique_ptr<collectives::Communicator> comm_;
   DecisionSource* decisions_;
   std::unique_ptr<StatsSink> metered_stats_;  // the executor's sink when metrics are on
@@ -501,6 +536,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(
                                  .log = options.log,
                                  .metrics = options.metrics,
                                  .value_type = compressor_options.value_type};
+  auto timeline = std::make_unique<internal::Timeline>();
+  exec.timeline = timeline.get();
+  if (!options.timeline_path.empty() && options.node_rank == 0) {
+    RETURN_IF_ERROR(timeline->Start(options.timeline_path));
+  }
   std::unique_ptr<StatsSink> metered;
   if (options.metrics != nullptr) {
     metered = std::make_unique<internal::MeteredStats>(options.metrics, stats);
@@ -509,7 +549,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(
   ASSIGN_OR_RETURN(auto executor, internal::Executor::Create(std::move(exec), comm.get(),
                                                              std::move(compressor), stats));
   auto core = std::make_unique<internal::EngineCore>(std::move(options), std::move(comm), decisions,
-                                                     std::move(metered), std::move(executor));
+                                                     std::move(metered), std::move(timeline),
+                                                     std::move(executor));
   core->StartThread();
   return std::unique_ptr<Engine>(new Engine(std::move(core)));
 }
@@ -521,6 +562,10 @@ Engine::~Engine() { core_->Shutdown(absl::Seconds(2)).IgnoreError(); }
 void Engine::Enqueue(NodeTensor tensor, DoneCallback done) {
   core_->Enqueue(std::move(tensor), std::move(done));
 }
+
+absl::Status Engine::StartTimeline(const std::string& path) { return core_->StartTimeline(path); }
+
+void Engine::StopTimeline() { core_->StopTimeline(); }
 
 void Engine::FailLocal(absl::Status status) { core_->FailLocal(std::move(status)); }
 

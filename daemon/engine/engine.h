@@ -56,6 +56,7 @@ struct EngineOptions {
   absl::Duration cycle_time = absl::Milliseconds(1);
   absl::Duration stall_warning = absl::Seconds(60);
   std::string step_log_path;  // "" = none
+  std::string timeline_path;  // "" = none; written by node 0 (Engine::StartTimeline)
   Logger* log = nullptr;      // core/logging.h; nullptr = no log lines
   // daemon/daemon_metrics.h: steps, phases, collective latencies, bytes, stalls and errors;
   // nullptr = no metrics. Must outlive the engine.
@@ -83,6 +84,12 @@ class Engine {
 
   // Thread-safe, non-blocking. `done` is called exactly once (also on shutdown/failure).
   void Enqueue(NodeTensor tensor, DoneCallback done);
+
+  // Horovod's timeline (timeline.h): starts writing a Chrome trace of this node's tensors to
+  // `path` (node 0 only, as Horovod writes on rank 0: other nodes return OK and write nothing),
+  // or stops it. Thread-safe; Start fails naming the path when it cannot be opened.
+  absl::Status StartTimeline(const std::string& path);
+  void StopTimeline();
 
   // A local worker or the local side failed: fail every pending tensor on every node with
   // `status` (other nodes learn it through the negotiation) and refuse later ones.

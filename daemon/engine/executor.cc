@@ -4,6 +4,7 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "core/absl_compat.h"
@@ -81,6 +82,9 @@ void Executor::MarkExchange(bool start) {
 
 void Executor::LogGroup(const Group& group, const std::vector<WorkItem>& items, double theta,
                         const char* collective) {
+  if (options_.timeline != nullptr && options_.timeline->enabled()) {
+    TraceGroup(group, items, theta, collective, absl::GetCurrentTimeNanos());
+  }
   if (!step_log_.enabled()) return;
   const WorkItem& first = items[group.members.front()];
   GroupRecord record{.step = first.ready.spec.step,
@@ -94,6 +98,54 @@ void Executor::LogGroup(const Group& group, const std::vector<WorkItem>& items, 
     if (options_.log != nullptr) GRAVAC_LOG(*options_.log, kError, "%s; step log off", s.message());
     step_log_ = StepLog();
   }
+}
+
+void Executor::TraceGroup(const Group& group, const std::vector<WorkItem>& items, double theta,
+                          const char* collective, int64_t end_ns) {
+  const WorkItem& first = items[group.members.front()];
+  const int64_t epoch = first.ready.decision.epoch;
+  const int64_t start = timing_.start_ns;
+  const int64_t xs = timing_.exchange_start_ns > 0 ? timing_.exchange_start_ns : end_ns;
+  const int64_t xe = timing_.exchange_end_ns >= xs ? timing_.exchange_end_ns : xs;
+  // Horovod's phase names for a dense fused allreduce; gravac's for the compressed exchange.
+  const char* op = "ALLREDUCE";
+  const char* phases[3] = {"MEMCPY_IN_FUSION_BUFFER", "RING_ALLREDUCE", "MEMCPY_OUT_FUSION_BUFFER"};
+  switch (group.mode) {
+    case GroupMode::kDenseAllreduce:
+      break;
+    case GroupMode::kSparseAllreduce:
+      phases[0] = "COMPRESS";
+      phases[1] = "SPARSE_ALLGATHER";
+      phases[2] = "DECOMPRESS";
+      break;
+    case GroupMode::kAllgather:
+      op = "ALLGATHER";
+      phases[0] = "PREPARE";
+      phases[1] = "RING_ALLGATHER";
+      phases[2] = "COPY_OUT";
+      break;
+    case GroupMode::kBroadcast:
+      op = "BROADCAST";
+      phases[0] = "PREPARE";
+      phases[1] = "TREE_BROADCAST";
+      phases[2] = "COPY_OUT";
+      break;
+  }
+  const Timeline::Args args = {{"collective", Timeline::Quote(collective)},
+                               {"theta", absl::StrFormat("%g", theta)},
+                               {"decision_epoch", absl::StrCat(epoch)},
+                               {"step", absl::StrCat(first.ready.spec.step)},
+                               {"fused_tensors", absl::StrCat(group.members.size())}};
+  Timeline& t = *options_.timeline;
+  for (size_t i : group.members) {
+    const std::string& name = items[i].ready.spec.name;
+    t.Span(name, op, start, end_ns, args);
+    t.Span(name, phases[0], start, xs);
+    t.Span(name, phases[1], xs, xe);
+    t.Span(name, phases[2], xe, end_ns);
+  }
+  t.Counter("theta", start, {{"theta", absl::StrFormat("%g", theta)}});
+  t.Counter("decision_epoch", start, {{"epoch", absl::StrCat(epoch)}});
 }
 
 absl::Status Executor::Run(const Group& group, std::vector<WorkItem>& items,

@@ -46,6 +46,7 @@
 #include "daemon/engine/residual_store.h"
 #include "daemon/engine/step_log.h"
 #include "daemon/engine/step_stats.h"
+#include "daemon/engine/timeline.h"
 #include "daemon/engine/types.h"
 #include "kernels/compressor.h"
 #include "kernels/cpu/error_feedback.h"
@@ -68,6 +69,7 @@ struct ExecutorOptions {
   Logger* log = nullptr;
   DaemonMetrics* metrics = nullptr;  // collective latencies and sent bytes; nullptr = none
   kernels::ValueType value_type = kernels::ValueType::kFloat32;  // the compressor's sparse values
+  Timeline* timeline = nullptr;  // each group's phases when enabled; nullptr = none
 };
 
 class Executor {
@@ -134,6 +136,10 @@ class Executor {
   void AddNorms(const WorkItem& item, const Compensated& c);
   void LogGroup(const Group& group, const std::vector<WorkItem>& items, double theta,
                 const char* collective);
+  // The group's operation and phases on each member's timeline track, and the θ and decision
+  // epoch in force on the job's track.
+  void TraceGroup(const Group& group, const std::vector<WorkItem>& items, double theta,
+                  const char* collective, int64_t end_ns);
   void MarkExchange(bool start);
   int world_size() const;
 

@@ -296,6 +296,7 @@ absl::StatusOr<CycleOutcome> Negotiator::Process(absl::Span<const NodeMessage> m
         p.first_seen = p.last_report = now;
         p.per_node.resize(P);
         p.listed_at.resize(P);
+        p.listed_ns.resize(P);
       }
       if (p.per_node[n].has_value()) {
         return absl::DataLossError(absl::StrFormat("engine: %s listed tensor '%s' twice",
@@ -304,6 +305,7 @@ absl::StatusOr<CycleOutcome> Negotiator::Process(absl::Span<const NodeMessage> m
       max_step_listed_[n] = std::max(max_step_listed_[n], e.spec.step);
       p.per_node[n] = std::move(e);
       p.listed_at[n] = next_listing_++;
+      p.listed_ns[n] = absl::ToUnixNanos(now);
       ++p.listed;
       progress = true;
     }
@@ -345,6 +347,7 @@ absl::StatusOr<CycleOutcome> Negotiator::Process(absl::Span<const NodeMessage> m
         t.spec.root_rank = p.per_node[last - p.listed_at.begin()]->spec.root_rank;
       }
       t.decision = DecisionForStep(t.spec.step, out.agreed);
+      t.listed_ns = p.listed_ns;
       out.ready.push_back(std::move(t));
     }
     pending_.erase(name);

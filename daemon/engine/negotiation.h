@@ -73,6 +73,8 @@ absl::StatusOr<NodeMessage> DecodeMessage(absl::Span<const uint8_t> bytes);
 struct ReadyTensor {
   TensorSpec spec;       // as agreed (allgather: this node's first dimension)
   JobDecision decision;  // of the tensor's step (or of the cycle for step -1)
+  // Per node: when the cycle that processed its listing ran (Unix ns), for the timeline.
+  std::vector<int64_t> listed_ns;
 };
 
 struct FailedTensor {
@@ -137,6 +139,7 @@ class Negotiator {
     absl::Time last_report;
     std::vector<std::optional<ReadyEntry>> per_node;  // resolved specs
     std::vector<uint64_t> listed_at;                  // per node: listing sequence number
+    std::vector<int64_t> listed_ns;                   // per node: when (Unix ns)
     int listed = 0;
   };
 

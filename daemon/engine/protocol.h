@@ -9,6 +9,8 @@
 //   0  daemons built before the protocol was reported (JoinRequest field 10 absent)
 //   1  varint-coded sparse indices (wire layout 3), a bounded response cache, and sparse sends
 //      priced by SparseEncodedSizeBound with the compressor's MaxCount
+//   2  Horovod's join: collective kind 4 (kJoin) in negotiation messages, joined nodes answering
+//      the tensors they lack with zeros, the last joined rank agreed in listing order
 #ifndef GRAVAC_DAEMON_ENGINE_PROTOCOL_H_
 #define GRAVAC_DAEMON_ENGINE_PROTOCOL_H_
 
@@ -16,7 +18,7 @@
 
 namespace gravac::daemon {
 
-inline constexpr uint32_t kDataPlaneProtocol = 1;
+inline constexpr uint32_t kDataPlaneProtocol = 2;
 
 }  // namespace gravac::daemon
 

@@ -92,11 +92,17 @@ absl::StatusOr<LocalGroup> WorkerServerImpl::WaitForWorkers(absl::Duration timeo
       absl::FormatDuration(timeout), absl::StrJoin(missing, ", "), options_.socket_path));
 }
 
-void WorkerServerImpl::Serve(NodeTensorSink sink, FailureSink on_failure) {
-  Post([this, sink = std::move(sink), on_failure = std::move(on_failure)]() mutable {
+void WorkerServerImpl::Serve(NodeTensorSink sink, FailureSink on_failure,
+                             TimelineControl timeline) {
+  Post([this, sink = std::move(sink), on_failure = std::move(on_failure),
+        timeline = std::move(timeline)]() mutable {
     sink_ = std::move(sink);
     on_failure_ = std::move(on_failure);
+    timeline_ = std::move(timeline);
     serving_ = true;
+    std::vector<QueuedTimeline> timelines = std::move(queued_timelines_);
+    queued_timelines_.clear();
+    for (QueuedTimeline& q : timelines) AnswerTimeline(q.local_rank, q.request_id, q.path);
     std::deque<Ready> queued = std::move(queued_);
     queued_.clear();
     for (Ready& r : queued) Deliver(std::move(r));
@@ -323,8 +329,8 @@ absl::StatusOr<LocalGroup> WorkerServer::WaitForWorkers(absl::Duration timeout) 
   return impl_->WaitForWorkers(timeout);
 }
 
-void WorkerServer::Serve(NodeTensorSink sink, FailureSink on_failure) {
-  impl_->Serve(std::move(sink), std::move(on_failure));
+void WorkerServer::Serve(NodeTensorSink sink, FailureSink on_failure, TimelineControl timeline) {
+  impl_->Serve(std::move(sink), std::move(on_failure), std::move(timeline));
 }
 
 absl::Status WorkerServer::WaitForShutdown(absl::Duration timeout) {

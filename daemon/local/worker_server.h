@@ -80,6 +80,8 @@ struct LocalGroup {
 using NodeTensorSink = std::function<void(NodeTensor, DoneCallback)>;
 // Receives a local failure (Engine::FailLocal); called on the server's thread.
 using FailureSink = std::function<void(absl::Status)>;
+// Starts the timeline in a file (Engine::StartTimeline), or stops it for "".
+using TimelineControl = std::function<absl::Status(const std::string& path)>;
 
 namespace internal {
 class WorkerServerImpl;
@@ -99,8 +101,9 @@ class WorkerServer {
 
   // From now on locally complete tensors go to `sink`; requests received earlier are queued
   // and delivered now. A worker that disconnects without shutdown calls `on_failure` with a
-  // status naming its global rank. Call once.
-  void Serve(NodeTensorSink sink, FailureSink on_failure);
+  // status naming its global rank. A worker's timeline request (TIMELINE) goes to `timeline`
+  // (answered Unimplemented when null). Call once.
+  void Serve(NodeTensorSink sink, FailureSink on_failure, TimelineControl timeline = nullptr);
 
   // Blocks until every local worker has called gravac_shutdown (or disconnected) or timeout.
   // Returns OK when all shut down cleanly, the failure (Unavailable naming the rank) when one

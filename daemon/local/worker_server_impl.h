@@ -35,7 +35,7 @@ class WorkerServerImpl : public std::enable_shared_from_this<WorkerServerImpl> {
   ~WorkerServerImpl();
 
   absl::StatusOr<LocalGroup> WaitForWorkers(absl::Duration timeout);
-  void Serve(NodeTensorSink sink, FailureSink on_failure);
+  void Serve(NodeTensorSink sink, FailureSink on_failure, TimelineControl timeline);
   absl::Status WaitForShutdown(absl::Duration timeout);
   void Stop();
 
@@ -85,6 +85,9 @@ class WorkerServerImpl : public std::enable_shared_from_this<WorkerServerImpl> {
   bool Handle(Conn& conn, v1::WorkerMessage& msg, std::vector<ipc::UniqueFd> fds);
   bool HandleHello(Conn& conn, const v1::Hello& hello);
   void HandleRequest(Conn& conn, const v1::Request& request);
+  // A TIMELINE request: applied now when serving, else when Serve starts.
+  void HandleTimeline(Conn& conn, const v1::Request& request);
+  void AnswerTimeline(int local_rank, uint64_t request_id, const std::string& path);
   // Every local rank posted the tensor, or has joined and contributes zeros.
   bool LocallyComplete(const Pending& p) const;
   // Completes the pending tensors that a join just made complete.
@@ -154,6 +157,13 @@ class WorkerServerImpl : public std::enable_shared_from_this<WorkerServerImpl> {
   bool serving_ = false;
   bool failure_reported_ = false;
   NodeTensorSink sink_;
+  TimelineControl timeline_;
+  struct QueuedTimeline {
+    int local_rank = 0;
+    uint64_t request_id = 0;
+    std::string path;
+  };
+  std::vector<QueuedTimeline> queued_timelines_;  // received before Serve
   FailureSink on_failure_;
   int first_rank_ = 0;
   int world_size_ = 0;

@@ -129,6 +129,7 @@ void WorkerServerImpl::HandleRequest(Conn& conn, const v1::Request& request) {
     Send(conn, msg);
   };
   if (absl::Status failure = LockedFailure(); !failure.ok()) return reject(failure);
+  if (request.kind() == v1::TIMELINE) return HandleTimeline(conn, request);
   auto spec = SpecFromRequest(request, conn.rank);
   if (!spec.ok()) return reject(spec.status());
   auto seg = conn.segments.find(request.segment_id());
@@ -171,6 +172,33 @@ void WorkerServerImpl::HandleRequest(Conn& conn, const v1::Request& request) {
     pending_.erase(name);
     Complete(name, std::move(done));
   }
+}
+
+void WorkerServerImpl::HandleTimeline(Conn& conn, const v1::Request& request) {
+  if (!serving_) {
+    queued_timelines_.push_back({conn.local_rank, request.id(), request.name()});
+    return;
+  }
+  AnswerTimeline(conn.local_rank, request.id(), request.name());
+}
+
+void WorkerServerImpl::AnswerTimeline(int local_rank, uint64_t request_id,
+                                      const std::string& path) {
+  absl::Status status = absl::UnimplementedError("this daemon runs no engine timeline");
+  if (timeline_) status = timeline_(path);
+  if (!status.ok()) {
+    Conn* conn = ByLocalRank(local_rank);
+    status = absl::Status(status.code(),
+                          absl::StrFormat("rank %d: %s", conn ? conn->rank : -1, status.message()));
+  }
+  Conn* conn = ByLocalRank(local_rank);
+  if (conn == nullptr) return;
+  v1::DaemonMessage msg;
+  v1::Response* r = msg.mutable_response();
+  r->set_id(request_id);
+  r->set_code(static_cast<int>(status.code()));
+  r->set_message(std::string(status.message()));
+  Send(*conn, msg);
 }
 
 bool WorkerServerImpl::LocallyComplete(const Pending& p) const {

@@ -55,11 +55,11 @@ TEST(GravacrunCliTest, RunsAHorovodrunCommandLine) {
 }
 
 TEST(GravacrunCliTest, RefusedHorovodrunFlagsExit2NamingThem) {
-  ASSERT_OK_AND_ASSIGN(netemu::CommandResult r,
-                       netemu::RunCommand({GRAVACRUN_BIN, "-np", "2", "--timeline-filename",
-                                           "/tmp/t.json", "python3", "t.py"}));
+  ASSERT_OK_AND_ASSIGN(
+      netemu::CommandResult r,
+      netemu::RunCommand({GRAVACRUN_BIN, "-np", "2", "--timeline-mark-cycles", "python3", "t.py"}));
   EXPECT_EQ(r.status.exit_code, 2);
-  EXPECT_THAT(r.err, HasSubstr("horovodrun flag --timeline-filename is not supported"));
+  EXPECT_THAT(r.err, HasSubstr("horovodrun flag --timeline-mark-cycles is not supported"));
   ASSERT_OK_AND_ASSIGN(r, netemu::RunCommand({GRAVACRUN_BIN, "-np", "2", "-H",
                                               "elsewhere.example:2", "python3", "t.py"}));
   EXPECT_EQ(r.status.exit_code, 2);

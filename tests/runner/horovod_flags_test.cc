@@ -26,17 +26,36 @@ absl::StatusOr<HorovodTranslation> Translate(std::vector<const char*> args) {
 }
 
 TEST(HorovodFlagsTest, MapsHorovodrunFlagsAndFindsTheCommand) {
-  ASSERT_OK_AND_ASSIGN(
-      HorovodTranslation t,
-      Translate({"-np", "4", "--fusion-threshold-mb", "32", "--cycle-time-ms", "5",
-                 "--start-timeout", "90", "--network-interface", "eth0", "--log-level", "TRACE",
-                 "--stall-check-warning-time-seconds", "120", "--verbose", "-x", "A=1 2", "-x",
-                 "B", "python", "train.py", "--lr", "0.1"}));
-  EXPECT_THAT(t.args, ElementsAre("-np", "4", "--fusion_threshold_bytes=33554432",
-                                  "--cycle-time-ms", "5", "--start_timeout_s=90",
-                                  "--ucx_net_devices=eth0", "--log_level=debug",
-                                  "--stall_warning_s=120", "--verbose", "--", "python",
-                                  "train.py", "--lr", "0.1"));
+  ASSERT_OK_AND_ASSIGN(HorovodTranslation t, Translate({"-np",
+                                                        "4",
+                                                        "--fusion-threshold-mb",
+                                                        "32",
+                                                        "--cycle-time-ms",
+                                                        "5",
+                                                        "--start-timeout",
+                                                        "90",
+                                                        "--network-interface",
+                                                        "eth0",
+                                                        "--log-level",
+                                                        "TRACE",
+                                                        "--stall-check-warning-time-seconds",
+                                                        "120",
+                                                        "--verbose",
+                                                        "-x",
+                                                        "A=1 2",
+                                                        "-x",
+                                                        "B",
+                                                        "--timeline-filename",
+                                                        "/tmp/t.json",
+                                                        "python",
+                                                        "train.py",
+                                                        "--lr",
+                                                        "0.1"}));
+  EXPECT_THAT(t.args,
+              ElementsAre("-np", "4", "--fusion_threshold_bytes=33554432", "--cycle-time-ms", "5",
+                          "--start_timeout_s=90", "--ucx_net_devices=eth0", "--log_level=debug",
+                          "--stall_warning_s=120", "--verbose", "--timeline_filename=/tmp/t.json",
+                          "--", "python", "train.py", "--lr", "0.1"));
   EXPECT_THAT(t.env, ElementsAre(Pair("A", "1 2")));
   EXPECT_THAT(t.notes, IsEmpty());
   // The result is a command line gravacrun parses.
@@ -69,11 +88,11 @@ TEST(HorovodFlagsTest, NotesFlagsGravacNeedsNothingFor) {
 }
 
 TEST(HorovodFlagsTest, RefusesNamingTheFlagAndWhatToDo) {
-  EXPECT_THAT(Translate({"-np", "2", "--timeline-filename", "t.json", "python"}),
+  EXPECT_THAT(Translate({"-np", "2", "--timeline-mark-cycles", "python"}),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("--timeline-filename is not supported")));
-  EXPECT_THAT(Translate({"-np", "2", "--timeline-filename", "t.json", "python"}),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--step_log")));
+                       HasSubstr("--timeline-mark-cycles is not supported")));
+  EXPECT_THAT(Translate({"-np", "2", "--timeline-mark-cycles", "python"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--timeline-filename alone")));
   EXPECT_THAT(Translate({"--autotune", "-np", "2", "python"}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("no autotuner")));
   EXPECT_THAT(Translate({"--min-np", "2", "python"}),

@@ -204,6 +204,12 @@ gravac_status gravac_barrier(gravac_context* ctx);
  * the global rank that joined last. */
 gravac_status gravac_join(gravac_context* ctx, int* last_joined_rank);
 
+/* Horovod's timeline: the daemon of rank 0 writes a Chrome trace (chrome://tracing, Perfetto)
+ * of every tensor's phases to `path` (a path on that daemon's machine) from now on; NULL or ""
+ * stops it. Called on rank 0 (on other ranks the call reaches their daemon, which writes
+ * nothing unless it also holds rank 0). GRAVAC_ERR_INVALID when the file cannot be opened. */
+gravac_status gravac_timeline(gravac_context* ctx, const char* path);
+
 /* Message of the last failed call on ctx ("" when none). */
 const char* gravac_last_error(const gravac_context* ctx);
 

@@ -179,6 +179,8 @@ class Context {
   Status Barrier() { return Make(gravac_barrier(ctx_)); }
   // Horovod's join (gravac_join); *last_joined_rank may be null.
   Status Join(int* last_joined_rank) { return Make(gravac_join(ctx_, last_joined_rank)); }
+  // Horovod's timeline (gravac_timeline); "" stops it.
+  Status Timeline(const char* path) { return Make(gravac_timeline(ctx_, path)); }
   // Idempotent; the destructor calls it.
   Status Shutdown() {
     if (ctx_ == nullptr) return Status();

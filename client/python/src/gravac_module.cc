@@ -217,6 +217,17 @@ class Context {
     return last;
   }
 
+  // Horovod's start_timeline (path) / stop_timeline ("") on this worker's daemon.
+  void Timeline(const std::string& path) {
+    gravac_context* ctx = Checked();
+    gravac_status s;
+    {
+      py::gil_scoped_release release;
+      s = gravac_timeline(ctx, path.c_str());
+    }
+    Check(s);
+  }
+
   // Says goodbye to the daemon and frees the context; later calls raise. Idempotent.
   void Shutdown() {
     if (ctx_ == nullptr) return;
@@ -306,5 +317,7 @@ PYBIND11_MODULE(_gravac, m) {
            "A shared buffer of nbytes bytes (gravac_buffer_alloc).")
       .def("barrier", &Context::Barrier)
       .def("join", &Context::Join, "Horovod's join; returns the last joined rank.")
+      .def("timeline", &Context::Timeline, py::arg("path"),
+           "Starts the daemon's timeline in `path`; \"\" stops it.")
       .def("shutdown", &Context::Shutdown);
 }

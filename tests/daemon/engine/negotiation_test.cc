@@ -323,6 +323,7 @@ TEST(NegotiationTest, JoinReportsMissingTensorsAndTheLastJoinedRank) {
   ASSERT_EQ(o.ready.size(), 1u);
   EXPECT_EQ(o.ready[0].spec.kind, CollectiveKind::kJoin);
   EXPECT_EQ(o.ready[0].spec.root_rank, 3);
+  EXPECT_EQ(o.ready[0].listed_ns.size(), 3u);  // one listing time per node (the timeline)
   EXPECT_FALSE(a.HasPending());
 }
 

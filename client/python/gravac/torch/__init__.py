@@ -30,7 +30,7 @@ from gravac.torch.mpi_ops import (Adasum, Average, Max, Min, Product, Sum, allga
                                   gloo_built, gloo_enabled, init, is_homogeneous, is_initialized,
                                   local_rank, local_size, mpi_built, mpi_enabled,
                                   mpi_threads_supported, nccl_built, cuda_built, poll, rank,
-                                  shutdown, size, synchronize)
+                                  shutdown, size, start_timeline, stop_timeline, synchronize)
 from gravac.torch.optimizer import DistributedOptimizer
 from gravac.torch.sync_batch_norm import SyncBatchNorm
 
@@ -46,5 +46,5 @@ __all__ = [
     "broadcast_async", "broadcast_async_", "broadcast_object", "broadcast_optimizer_state",
     "broadcast_parameters", "gloo_built", "gloo_enabled", "init", "is_initialized", "local_rank",
     "local_size", "mpi_built", "mpi_enabled", "mpi_threads_supported", "nccl_built", "cuda_built", "poll",
-    "rank", "shutdown", "size", "synchronize",
+    "rank", "shutdown", "size", "start_timeline", "stop_timeline", "synchronize",
 ]

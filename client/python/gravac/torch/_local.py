@@ -7,7 +7,8 @@ requests with wait/poll/info), so every call of gravac.torch works unchanged on 
 no daemon:
 
 * allreduce of one rank is its input (Sum and Average alike), allgather and broadcast return
-  the input; barrier returns at once; join returns 0 (the only rank is the last to join).
+  the input; barrier returns at once; join returns 0 (the only rank is the last to join); start_timeline raises (gravacd writes
+  the timeline).
 * A tensor marked for compression (a GraVAC compressor on an fp32 gradient) goes through the
   daemon's top-k step with error feedback, on this process: p = g + e, keep the
   KeepCount(n, θ) largest |p| (ties: lower index), e = p - kept. θ is the compressor's theta_min
@@ -170,6 +171,12 @@ class LocalContext:
     def join(self):
         self._check()
         return 0
+
+    def timeline(self, path):
+        self._check()
+        if path:
+            raise GravacError("start_timeline: the timeline is written by gravacd, and a world "
+                              "of one without gravacrun has none (run it under gravacrun -np 1)")
 
     def shutdown(self):
         self._closed = True

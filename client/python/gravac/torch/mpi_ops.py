@@ -295,6 +295,25 @@ def join(device=-1):
     return _state.ctx().join()
 
 
+def start_timeline(file_path, mark_cycles=False):
+    """Horovod's timeline: the daemon of rank 0 writes a Chrome trace of every tensor's phases
+    (local reduce, negotiation, compression, transfer, decompression; θ and decision epoch) to
+    file_path, a path on rank 0's machine. Only rank 0's call acts, as Horovod records on rank
+    0; a path that cannot be opened raises GravacError there. The file is complete (a closed
+    JSON array) after stop_timeline()."""
+    if mark_cycles:
+        raise ValueError("mark_cycles is not supported: gravac's negotiation cycles are not "
+                         "traced (each tensor's negotiation is)")
+    if rank() == 0:
+        _state.ctx().timeline(str(file_path))
+
+
+def stop_timeline():
+    """Ends the trace start_timeline began (rank 0's call acts)."""
+    if rank() == 0:
+        _state.ctx().timeline("")
+
+
 def _dtype_code(tensor, name):
     code = _DTYPES.get(tensor.dtype)
     if code is None:
