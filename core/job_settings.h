@@ -34,7 +34,7 @@ inline constexpr int64_t kEvalSteps = 500;
 inline constexpr int kMinDwell = 25;  // not the reference's: it has no dwell (0)
 // Not the reference's either (it has ε alone, 0): θ_c is used only while gain_c >= this share of
 // gain_min, which error feedback cannot inflate the way it inflates gain_c against ε.
-inline constexpr double kMinRelativeGain = 0.5;
+inline constexpr double kMinRelativeGain = 0.6;
 inline constexpr std::string_view kNormMode = "sum_layer_l2";
 inline constexpr uint64_t kJobSeed = 0;
 }  // namespace job_defaults
@@ -63,7 +63,7 @@ inline constexpr SettingSpec kJobSettings[] = {
      "steps a theta the gains chose is held before they may change it (0: the paper's per-step "
      "choice)",
      SettingType::kInt},
-    {"min_relative_gain", "GRAVAC_MIN_RELATIVE_GAIN", "0.5",
+    {"min_relative_gain", "GRAVAC_MIN_RELATIVE_GAIN", "0.6",
      "least gain_c / gain_min for theta_c to be used: the candidate keeps at least this share of "
      "what theta_min keeps (0: the paper's epsilon alone)",
      SettingType::kDouble},

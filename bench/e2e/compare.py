@@ -566,7 +566,7 @@ def main():
                    help="GraVAC runs: the controller's min_dwell (default: the controller's)")
     p.add_argument("--min_relative_gain", type=float, default=None,
                    help="GraVAC runs but the *_paper ones (which run 0): the controller's "
-                   "min_relative_gain (default: the controller's, 0.5)")
+                   "min_relative_gain (default: the controller's, 0.6)")
     p.add_argument("--link", default="1gbit", help="gravacrun --link RATE")
     p.add_argument("--rate", type=float, default=1e9, help="gravac-netemu --rate (bit/s)")
     p.add_argument("--window", type=int, default=None, help="GraVAC window (steps; 10)")

@@ -41,8 +41,8 @@
 //     (θ = 1000 on the Fashion-MNIST CNN: gain_c 0.80, gain_min 2.16). Both gains come from the
 //     same compensated gradient, so their ratio T(N_c)/T(N_min) is the share of θ_min's selection
 //     the candidate keeps, free of that inflation. For top-k it is at least about sqrt(θ_min/θ_c)
-//     (the largest k/m of k elements hold at least 1/m of their energy), so with r = 0.5 every
-//     θ_c <= 4·θ_min passes whatever the gradient; larger θ_c pass only on gradients whose mass is
+//     (the largest k/m of k elements hold at least 1/m of their energy), so with r = 0.6 every
+//     θ_c <= 2.7·θ_min passes whatever the gradient; larger θ_c pass only on gradients whose mass is
 //     concentrated enough. While θ_c = θ_min the guard does not apply.
 //     *After the search stops θ_c stays fixed, its tracker keeps filling from the candidate
 //     norms, and ε still guards every step: it falls back to θ_min or dense when gain_c drops.

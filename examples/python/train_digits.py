@@ -53,7 +53,7 @@ def add_gravac_args(p):
                    "the job's, 25)")
     g.add_argument("--min-relative-gain", type=float, default=None,
                    help="least gain_c / gain_min for θ_c to be sent (0: the paper's ε alone; "
-                   "default: the job's, 0.5)")
+                   "default: the job's, 0.6)")
     g.add_argument("--sparse-values", choices=("fp32", "fp16", "bf16"), default="fp32",
                    help="precision the kept values travel at (static and gravac modes)")
 

@@ -28,7 +28,7 @@ TEST(PolicyConfigTest, DefaultsAreTheReferenceOnes) {
   EXPECT_EQ(c.alpha, 0.05);
   EXPECT_EQ(c.norm_mode, NormMode::kSumOfLayerL2);
   EXPECT_EQ(c.min_dwell, 25);  // not the reference's: it has no dwell (min_dwell = 0)
-  EXPECT_EQ(c.min_relative_gain, 0.5);  // not the reference's: it has ε alone (0)
+  EXPECT_EQ(c.min_relative_gain, 0.6);  // not the reference's: it has ε alone (0)
   EXPECT_THAT(c.Validate(), IsOk());
 }
 

@@ -33,7 +33,7 @@ rounds the values before sending them and error feedback keeps the rounding erro
 
 ``min_dwell`` (steps a chosen θ is held before the gains may change it; 0 = the paper's
 per-step choice) and ``min_relative_gain`` (the least gain_c / gain_min for θ_c to be sent;
-0 = the paper's ε alone) are left to the job's defaults (25, 0.5) when None, and then not among
+0 = the paper's ε alone) are left to the job's defaults (25, 0.6) when None, and then not among
 the flags.
 
 ``Compression.topk(θ)`` is a static θ: ``--theta_min θ --theta_max θ --epsilon 1e-9`` (the
