@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "core/errno_status.h"
 #include "core/status.h"
 
 extern char** environ;
@@ -21,10 +22,6 @@ namespace {
 
 // Debian's abseil has its own string_view type, distinct from std::string_view.
 absl::string_view AbslView(std::string_view s) { return absl::string_view(s.data(), s.size()); }
-
-absl::Status ErrnoError(std::string_view call, int error) {
-  return absl::InternalError(absl::StrFormat("%s: %s", call, std::strerror(error)));
-}
 
 class FlatJsonParser {
  public:
@@ -142,7 +139,7 @@ class FlatJsonParser {
 absl::StatusOr<std::string> RunAndCapture(const std::vector<std::string>& argv) {
   if (argv.empty()) return absl::InvalidArgumentError("RunAndCapture: empty command");
   int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return ErrnoError("pipe2", errno);
+  if (pipe2(fds, O_CLOEXEC) != 0) return ErrnoStatus(absl::StatusCode::kInternal, errno, "pipe2");
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
@@ -155,7 +152,7 @@ absl::StatusOr<std::string> RunAndCapture(const std::vector<std::string>& argv) 
   close(fds[1]);
   if (rc != 0) {
     close(fds[0]);
-    return ErrnoError(absl::StrFormat("posix_spawn '%s'", argv[0]), rc);
+    return ErrnoStatus(absl::StatusCode::kInternal, rc, absl::StrFormat("posix_spawn '%s'", argv[0]));
   }
   std::string out;
   char buffer[4096];
@@ -170,7 +167,7 @@ absl::StatusOr<std::string> RunAndCapture(const std::vector<std::string>& argv) 
   close(fds[0]);
   int wstatus = 0;
   while (waitpid(pid, &wstatus, 0) < 0) {
-    if (errno != EINTR) return ErrnoError("waitpid", errno);
+    if (errno != EINTR) return ErrnoStatus(absl::StatusCode::kInternal, errno, "waitpid");
   }
   if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) return out;
   return absl::InternalError(absl::StrFormat(

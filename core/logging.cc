@@ -2,39 +2,33 @@
 
 #include <string.h>
 
+#include <optional>
+
 #include "absl/strings/ascii.h"
 #include "core/absl_compat.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "core/enum_names.h"
 
 namespace gravac {
 namespace {
 
-char LevelLetter(LogLevel level) {
-  switch (level) {
-    case LogLevel::kDebug:
-      return 'D';
-    case LogLevel::kInfo:
-      return 'I';
-    case LogLevel::kWarning:
-      return 'W';
-    case LogLevel::kError:
-      return 'E';
-  }
-  return '?';
-}
+constexpr EnumName<LogLevel> kLevels[] = {{LogLevel::kDebug, "debug"}, {LogLevel::kInfo, "info"},
+                                           {LogLevel::kWarning, "warning"},
+                                           {LogLevel::kError, "error"}};
+
+// A line's level letter: D, I, W or E.
+char LevelLetter(LogLevel level) { return absl::ascii_toupper(NameOf(kLevels, level, "?")[0]); }
 
 }  // namespace
 
 absl::StatusOr<LogLevel> ParseLogLevel(std::string_view text) {
   std::string lower = absl::AsciiStrToLower(AsAbsl(text));
-  if (lower == "debug") return LogLevel::kDebug;
-  if (lower == "info") return LogLevel::kInfo;
-  if (lower == "warning" || lower == "warn") return LogLevel::kWarning;
-  if (lower == "error") return LogLevel::kError;
+  if (lower == "warn") return LogLevel::kWarning;
+  if (std::optional<LogLevel> level = ValueOf(kLevels, lower)) return *level;
   return absl::InvalidArgumentError(
-      StrCat("unknown log level '", text, "' (debug, info, warning, error)"));
+      StrCat("unknown log level '", text, "' (", NameList(kLevels), ")"));
 }
 
 Logger::Logger(std::string prefix, LogLevel min_level, std::FILE* sink)

@@ -7,23 +7,17 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/enum_names.h"
 #include "core/status.h"
 
 namespace gravac {
 namespace {
 
 std::string_view TypeName(SettingType type) {
-  switch (type) {
-    case SettingType::kString:
-      return "string";
-    case SettingType::kInt:
-      return "integer";
-    case SettingType::kDouble:
-      return "number";
-    case SettingType::kBool:
-      return "boolean";
-  }
-  return "?";
+  constexpr EnumName<SettingType> kNames[] = {
+      {SettingType::kString, "string"}, {SettingType::kInt, "integer"},
+      {SettingType::kDouble, "number"}, {SettingType::kBool, "boolean"}};
+  return NameOf(kNames, type, "?");
 }
 
 absl::StatusOr<bool> ParseBool(std::string_view text) {

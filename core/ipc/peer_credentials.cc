@@ -7,10 +7,10 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "core/errno_status.h"
 
 namespace gravac::ipc {
 namespace {
@@ -60,8 +60,7 @@ absl::StatusOr<PeerCredentials> GetPeerCredentials(int sock) {
   ucred cred{};
   socklen_t len = sizeof(cred);
   if (::getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
-    return absl::InternalError(
-        absl::StrFormat("getsockopt(SO_PEERCRED): %s", std::strerror(errno)));
+    return ErrnoStatus(absl::StatusCode::kInternal, errno, "getsockopt(SO_PEERCRED)");
   }
   return PeerCredentials{cred.pid, cred.uid, cred.gid};
 }

@@ -87,8 +87,8 @@ absl::StatusOr<ShmSegment> ShmSegment::Create(std::string_view name, uint64_t da
 absl::Status CheckShmSeals(int fd) {
   const int seals = ::fcntl(fd, F_GET_SEALS);
   if (seals < 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "shared-memory segment is not a sealable memfd (F_GET_SEALS: %s)", std::strerror(errno)));
+    return ErrnoStatus(absl::StatusCode::kInvalidArgument, errno,
+                       "shared-memory segment is not a sealable memfd (F_GET_SEALS)");
   }
   if ((seals & kShmRequiredSeals) != kShmRequiredSeals) {
     return absl::InvalidArgumentError(

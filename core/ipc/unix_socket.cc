@@ -123,7 +123,7 @@ absl::StatusOr<UniqueFd> ConnectUnix(std::string_view path, absl::Duration timeo
     if (absl::Now() + backoff > deadline) {
       return absl::UnavailableError(absl::StrFormat("no daemon listening on '%s' after %s (%s)",
                                                     path, absl::FormatDuration(timeout),
-                                                    std::strerror(err)));
+                                                    ErrnoText(err)));
     }
     std::this_thread::sleep_for(absl::ToChronoMilliseconds(backoff));
     backoff = std::min(backoff * 2, absl::Milliseconds(100));
