@@ -286,7 +286,10 @@ absl::Status DecodeBody(const Message& m, const char* who, Compressed* out) {
       return cpu::RandomKIndices(m.dense_size, m.count, m.seed, &out->indices);
     case WireLayout::kSparseExplicit:
       out->indices.resize(static_cast<size_t>(m.count));
-      std::memcpy(out->indices.data(), m.indices, 4 * static_cast<size_t>(m.count));
+      // An empty tensor's vector has no storage: memcpy to nullptr is undefined even for 0 bytes.
+      if (m.count > 0) {
+        std::memcpy(out->indices.data(), m.indices, 4 * static_cast<size_t>(m.count));
+      }
       return CheckIndices(m.indices, m.count, m.dense_size, who);
     case WireLayout::kSparseDelta: {
       out->indices.resize(static_cast<size_t>(m.count));
@@ -388,7 +391,7 @@ absl::Status Encode(const Compressed& c, std::vector<uint8_t>* out) {
   }
   p += count * ValueWidth(c.value_type);
   if (layout == WireLayout::kSparseExplicit) {
-    std::memcpy(p, c.indices.data(), 4 * c.indices.size());
+    if (!c.indices.empty()) std::memcpy(p, c.indices.data(), 4 * c.indices.size());
   } else if (layout == WireLayout::kSparseDelta) {
     Put<uint64_t>(p, plan.stream_bytes);
     internal::PutGaps(c.indices, p + kStreamBytesField);

@@ -31,6 +31,15 @@ uint64_t Elements(absl::Span<const int64_t> shape) {
   return n;
 }
 
+// Whether `shape` of `element_bytes` elements fits in 2^63 bytes (so TensorBytes is exact).
+bool BytesFit(absl::Span<const int64_t> shape, uint64_t element_bytes) {
+  uint64_t n = element_bytes;
+  for (int64_t d : shape) {
+    if (d < 0 || __builtin_mul_overflow(n, static_cast<uint64_t>(d), &n)) return false;
+  }
+  return n <= (uint64_t{1} << 63);
+}
+
 }  // namespace
 
 std::string ShapeString(absl::Span<const int64_t> shape) {
@@ -94,6 +103,12 @@ absl::StatusOr<TensorSpec> SpecFromRequest(const v1::Request& request, int rank)
   spec.compress = request.compress();
   spec.step = request.step();
   spec.samples = request.samples();
+  // A shape whose byte count wraps around could match a small posted size (e.g. [2^62, 4] of
+  // float32 "is" 0 bytes) and be trusted downstream.
+  if (!BytesFit(spec.shape, collectives::DataTypeSize(spec.dtype))) {
+    return fail(absl::StrFormat("shape %s of %s holds more than 2^63 bytes",
+                                ShapeString(spec.shape), collectives::DataTypeName(spec.dtype)));
+  }
   if (TensorBytes(spec) != request.bytes()) {
     return fail(absl::StrFormat("%d bytes posted for shape %s of %s (%d bytes expected)",
                                 request.bytes(), ShapeString(spec.shape),

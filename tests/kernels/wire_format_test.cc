@@ -798,6 +798,26 @@ TEST(WireFormatTest, DecodeAddMatchesDecodeThenDecompressAddForEveryLayout) {
   }
 }
 
+// Found by fuzzing under UBSan (tests/fuzz/wire_format_fuzz.cc): an empty sparse tensor (count 0,
+// explicit indices) made Decode and Encode memcpy to or from an empty vector's null data().
+// The ASan+UBSan build (scripts/sanitize.sh) fails this test without the fix.
+TEST(WireFormatTest, EmptySparseTensorRoundTripsThroughEveryPath) {
+  Compressed empty{.dense_size = 10};
+  std::vector<uint8_t> bytes;
+  ASSERT_THAT(Encode(empty, &bytes), IsOk());
+  EXPECT_EQ(bytes.size(), kWireHeaderSize);
+  EXPECT_EQ(bytes[6], static_cast<uint8_t>(WireLayout::kSparseExplicit));
+  Compressed back;
+  back.indices = {1, 2};  // replaced
+  ASSERT_THAT(Decode(bytes, &back), IsOk());
+  EXPECT_EQ(back.dense_size, 10);
+  EXPECT_TRUE(back.indices.empty());
+  EXPECT_TRUE(back.values.empty());
+  std::vector<float> out(10, 1.5f);
+  ASSERT_THAT(DecodeAdd(bytes, 2.0f, absl::MakeSpan(out)), IsOk());
+  EXPECT_EQ(out, std::vector<float>(10, 1.5f));
+}
+
 TEST(WireFormatTest, DecodeAddRejectsAWrongOutputSize) {
   constexpr int64_t kN = 500;
   std::vector<uint8_t> delta, implicit, dense;

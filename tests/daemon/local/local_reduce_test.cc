@@ -26,6 +26,19 @@ v1::Request MakeRequest(v1::CollectiveKind kind, v1::DataType dtype, std::vector
   return r;
 }
 
+// A shape whose byte count wraps around 2^64 matched a small posted size ([2^62, 4] float32 "is"
+// 0 bytes) and was accepted; the ipc_frames_fuzz invariant (tests/fuzz/) states the rule.
+TEST(LocalReduceTest, SpecFromRequestRefusesAShapeWhoseByteCountOverflows) {
+  EXPECT_THAT(SpecFromRequest(MakeRequest(v1::ALLREDUCE, v1::FLOAT32, {int64_t{1} << 62, 4}, 0), 1),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("more than 2^63 bytes")));
+  EXPECT_THAT(
+      SpecFromRequest(MakeRequest(v1::ALLREDUCE, v1::UINT8, {int64_t{1} << 32, int64_t{1} << 32}, 0),
+                      1),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("more than 2^63 bytes")));
+  EXPECT_THAT(SpecFromRequest(MakeRequest(v1::ALLREDUCE, v1::FLOAT32, {0, int64_t{1} << 62}, 0), 1),
+              IsOk());
+}
+
 TEST(LocalReduceTest, SpecFromRequestChecksBytesAgainstShape) {
   EXPECT_THAT(SpecFromRequest(MakeRequest(v1::ALLREDUCE, v1::FLOAT64, {2, 3}, 48), 0), IsOk());
   EXPECT_THAT(SpecFromRequest(MakeRequest(v1::ALLREDUCE, v1::FLOAT64, {2, 3}, 24), 3),
