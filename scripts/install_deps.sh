@@ -28,6 +28,8 @@ packages=(
   iproute2 iperf3
   prometheus
   libopenmpi-dev openmpi-bin
+  # scripts/fuzz.sh and scripts/sanitize.sh: clang with its sanitizer and libFuzzer runtimes
+  clang libclang-rt-14-dev libfuzzer-14-dev
 )
 deploy_tools="${GRAVAC_DEPLOY_TOOLS:-1}"
 if [ "${GRAVAC_DEPS:-all}" = build ]; then

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh Debian 12 machine (as root): installs the Debian packages,
 # builds with CUDA when nvcc is present (GPU tests skip without a GPU), runs every test with
-# CTest, then configures and builds once more with CUDA switched off so both builds stay green.
-# Idempotent.
+# CTest, then configures and builds once more with CUDA switched off so both builds stay green,
+# then builds the libFuzzer targets and runs each for 20 s (scripts/fuzz.sh). Idempotent.
+# The sanitizer runs (scripts/sanitize.sh) are separate: docs/OPERATIONS.md.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$root/scripts/install_deps.sh"
@@ -15,3 +16,9 @@ ctest --test-dir "$root/build" --output-on-failure --timeout 600 -j "${GRAVAC_TE
 GRAVAC_WITH_CUDA=OFF bash "$root/scripts/build.sh" "$root/build-nocuda"
 ctest --test-dir "$root/build-nocuda" --output-on-failure --timeout 600 \
   -j "${GRAVAC_TEST_JOBS:-2}" -LE 'netns|bench|gpu|slow'
+
+# Fuzzing (tests/fuzz/, clang + ASan/UBSan in build-fuzz/): every target for a short bounded time
+# from the checked-in corpus; a crash fails CI. GRAVAC_FUZZ_SECONDS=0 skips it.
+if [ "${GRAVAC_FUZZ_SECONDS:-20}" != 0 ]; then
+  bash "$root/scripts/fuzz.sh" "${GRAVAC_FUZZ_SECONDS:-20}"
+fi
