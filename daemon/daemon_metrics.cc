@@ -4,6 +4,7 @@
 #include <exception>
 
 #include "core/absl_compat.h"
+#include "core/enum_names.h"
 #include "core/metrics.h"
 #include "daemon/engine/types.h"
 
@@ -23,12 +24,15 @@ using prometheus::Gauge;
 using prometheus::Histogram;
 using prometheus::Labels;
 
-constexpr CollectiveOp kOps[] = {CollectiveOp::kDenseAllreduce, CollectiveOp::kSparseAllgather,
-                                 CollectiveOp::kAllgather, CollectiveOp::kBroadcast,
-                                 CollectiveOp::kNegotiation};
-constexpr EnginePhase kPhases[] = {EnginePhase::kNegotiation, EnginePhase::kCompression,
-                                   EnginePhase::kExchange,    EnginePhase::kDecompression,
-                                   EnginePhase::kLocalReduce, EnginePhase::kHandoff};
+// Every op and phase with its label.
+constexpr EnumName<CollectiveOp> kOps[] = {
+    {CollectiveOp::kDenseAllreduce, "dense_allreduce"},
+    {CollectiveOp::kSparseAllgather, "sparse_allgather"}, {CollectiveOp::kAllgather, "allgather"},
+    {CollectiveOp::kBroadcast, "broadcast"}, {CollectiveOp::kNegotiation, "negotiation"}};
+constexpr EnumName<EnginePhase> kPhases[] = {
+    {EnginePhase::kNegotiation, "negotiation"}, {EnginePhase::kCompression, "compression"},
+    {EnginePhase::kExchange, "exchange"},       {EnginePhase::kDecompression, "decompression"},
+    {EnginePhase::kLocalReduce, "local_reduce"}, {EnginePhase::kHandoff, "handoff"}};
 
 double Seconds(int64_t ns) { return static_cast<double>(std::max<int64_t>(0, ns)) * 1e-9; }
 
@@ -49,39 +53,9 @@ Family<Histogram>& HistogramFamily(prometheus::Registry& r, const Labels& node, 
 
 }  // namespace
 
-const char* CollectiveOpLabel(CollectiveOp op) {
-  switch (op) {
-    case CollectiveOp::kDenseAllreduce:
-      return "dense_allreduce";
-    case CollectiveOp::kSparseAllgather:
-      return "sparse_allgather";
-    case CollectiveOp::kAllgather:
-      return "allgather";
-    case CollectiveOp::kBroadcast:
-      return "broadcast";
-    case CollectiveOp::kNegotiation:
-      return "negotiation";
-  }
-  return "unknown";
-}
+std::string_view CollectiveOpLabel(CollectiveOp op) { return NameOf(kOps, op); }
 
-const char* EnginePhaseLabel(EnginePhase phase) {
-  switch (phase) {
-    case EnginePhase::kNegotiation:
-      return "negotiation";
-    case EnginePhase::kCompression:
-      return "compression";
-    case EnginePhase::kExchange:
-      return "exchange";
-    case EnginePhase::kDecompression:
-      return "decompression";
-    case EnginePhase::kLocalReduce:
-      return "local_reduce";
-    case EnginePhase::kHandoff:
-      return "handoff";
-  }
-  return "unknown";
-}
+std::string_view EnginePhaseLabel(EnginePhase phase) { return NameOf(kPhases, phase); }
 
 absl::StatusOr<std::unique_ptr<DaemonMetrics>> DaemonMetrics::Create(prometheus::Registry& registry,
                                                                      std::string_view node_name,
@@ -152,14 +126,14 @@ DaemonMetrics::DaemonMetrics(prometheus::Registry& r, std::string node_name, int
       .Set(expected_workers);
   auto& phases = CounterFamily(r, node, "gravac_engine_phase_seconds_total",
                                "Time the daemon spent per phase of its steps");
-  for (EnginePhase p : kPhases) {
-    phases_[static_cast<int>(p)] = &phases.Add({{"phase", EnginePhaseLabel(p)}});
+  for (const auto& [p, label] : kPhases) {
+    phases_[static_cast<int>(p)] = &phases.Add({{"phase", std::string(label)}});
   }
   auto& collectives = HistogramFamily(r, node, "gravac_collective_duration_seconds",
                                       "Wall time of one collective between the daemons");
-  for (CollectiveOp op : kOps) {
+  for (const auto& [op, label] : kOps) {
     collectives_[static_cast<int>(op)] =
-        &collectives.Add({{"op", CollectiveOpLabel(op)}}, ExponentialBuckets(0.0001, 2, 18));
+        &collectives.Add({{"op", std::string(label)}}, ExponentialBuckets(0.0001, 2, 18));
   }
   auto& sent = CounterFamily(r, node, "gravac_sent_bytes_total",
                              "Data-plane payload bytes this node sent (allreduce payloads by "

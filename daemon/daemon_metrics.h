@@ -68,8 +68,8 @@ enum class BytesKind { kDense, kSparse };
 // Label direction of gravac_shm_handoff_duration_seconds.
 enum class HandoffDirection { kIn, kOut };
 
-const char* CollectiveOpLabel(CollectiveOp op);
-const char* EnginePhaseLabel(EnginePhase phase);
+std::string_view CollectiveOpLabel(CollectiveOp op);
+std::string_view EnginePhaseLabel(EnginePhase phase);
 
 class DaemonMetrics {
  public:

@@ -2,6 +2,8 @@
 
 #include <type_traits>
 
+#include "core/enum_names.h"
+
 namespace gravac::collectives {
 namespace {
 
@@ -53,23 +55,11 @@ size_t DataTypeSize(DataType type) {
 }
 
 std::string_view DataTypeName(DataType type) {
-  switch (type) {
-    case DataType::kFloat32:
-      return "fp32";
-    case DataType::kFloat16:
-      return "fp16";
-    case DataType::kBFloat16:
-      return "bf16";
-    case DataType::kFloat64:
-      return "fp64";
-    case DataType::kInt32:
-      return "int32";
-    case DataType::kInt64:
-      return "int64";
-    case DataType::kUInt8:
-      return "uint8";
-  }
-  return "?";
+  constexpr EnumName<DataType> kNames[] = {
+      {DataType::kFloat32, "fp32"}, {DataType::kFloat16, "fp16"}, {DataType::kBFloat16, "bf16"},
+      {DataType::kFloat64, "fp64"}, {DataType::kInt32, "int32"},  {DataType::kInt64, "int64"},
+      {DataType::kUInt8, "uint8"}};
+  return NameOf(kNames, type, "?");
 }
 
 std::string_view ReduceOpName(ReduceOp op) { return op == ReduceOp::kSum ? "sum" : "average"; }

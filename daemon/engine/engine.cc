@@ -238,7 +238,7 @@ class EngineCore {
 
   // One negotiation cycle and the execution of what became ready. Returns false to stop.
   bool Cycle(NodeMessage message, absl::Status* stop) {
-    const absl::Time now = absl::Now();
+    const absl::Time now = ClockOr(options_.clock).Now();
     message.decision = decisions_->Newest();
     if (options_.mismatch_timeout > absl::ZeroDuration()) {
       message.give_up = negotiator_.Deadlocked(now, options_.mismatch_timeout);

@@ -40,6 +40,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "core/clock.h"
 #include "core/logging.h"
 #include "daemon/collectives/communicator.h"
 #include "daemon/engine/types.h"
@@ -67,6 +68,9 @@ struct EngineOptions {
   // A tensor of step s waits this long for nodes that already posted a later step, then fails
   // on every node ("name missing"). Steps must not decrease on a rank. Zero disables the check.
   absl::Duration moved_on_grace = absl::Seconds(1);
+  // The time stall_warning, mismatch_timeout and moved_on_grace are measured on (core/clock.h);
+  // nullptr = the real clock. Must outlive the engine.
+  const Clock* clock = nullptr;
 };
 
 namespace internal {

@@ -4,12 +4,12 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "core/errno_status.h"
 
 namespace gravac::daemon::internal {
 
@@ -17,8 +17,8 @@ absl::StatusOr<StepLog> StepLog::Open(const std::string& path) {
   if (path.empty()) return StepLog();
   ipc::UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
   if (!fd.valid()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("engine: cannot open step log '%s': %s", path, std::strerror(errno)));
+    return ErrnoStatus(absl::StatusCode::kInvalidArgument, errno,
+                       absl::StrFormat("engine: cannot open step log '%s'", path));
   }
   return StepLog(std::move(fd), path);
 }
@@ -42,8 +42,8 @@ absl::Status StepLog::Append(const GroupRecord& group, const GroupTiming& timing
     const ssize_t n = ::write(fd_.get(), line.data() + done, line.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      return absl::InternalError(absl::StrFormat("engine: cannot write step log '%s': %s", path_,
-                                                 std::strerror(n < 0 ? errno : EIO)));
+      return ErrnoStatus(absl::StatusCode::kInternal, n < 0 ? errno : EIO,
+                         absl::StrFormat("engine: cannot write step log '%s'", path_));
     }
     done += static_cast<size_t>(n);
   }

@@ -29,9 +29,10 @@ enum class CollectiveKind : uint8_t {
   kJoin = 4,
 };
 
-// What a worker asked for; every field must agree across all ranks (the engine checks name,
-// kind, dtype, shape, reduce_op, root_rank and compress, and names the first differing field).
-// For allgather only shape[1..] must agree; the first dimension may differ per rank.
+// What a worker asked for. The ranks are matched by name; the fields that must agree across them,
+// and the collectives each applies to (reduce_op and compress: allreduce only; for allgather only
+// shape[1..]), are the table of daemon/engine/spec_agreement.h, which names the first differing
+// field.
 struct TensorSpec {
   std::string name;
   CollectiveKind kind = CollectiveKind::kAllreduce;

@@ -16,7 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "core/clock.h"
 #include "core/testing/status_matchers.h"
 #include "daemon/collectives/communicator.h"
 #include "daemon/engine/engine.h"
@@ -143,6 +145,10 @@ struct Pending {
     auto p = promise;
     return [p](TensorResult r) { p->set_value(std::move(r)); };
   }
+  // Whether the result arrived (waiting at most `wait`).
+  bool Ready(absl::Duration wait = absl::ZeroDuration()) const {
+    return future.wait_for(absl::ToChronoNanoseconds(wait)) == std::future_status::ready;
+  }
   // Fails the test (and returns an Unavailable result) when nothing arrives within `timeout`.
   TensorResult Get(absl::Duration timeout = absl::Seconds(10)) {
     if (future.wait_for(absl::ToChronoNanoseconds(timeout)) != std::future_status::ready) {
@@ -154,6 +160,21 @@ struct Pending {
     return future.get();
   }
 };
+
+// Moves `clock` on by `step` at a time, letting the engines run a few cycles (a millisecond of
+// real time) after each, until done() or `limit` of clock time passed. Returns the clock time it
+// moved.
+inline absl::Duration AdvanceUntil(ManualClock& clock, absl::Duration step,
+                                   const std::function<bool()>& done,
+                                   absl::Duration limit = absl::Seconds(60)) {
+  absl::Duration moved;
+  while (!done() && moved < limit) {
+    clock.Advance(step);
+    moved += step;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return moved;
+}
 
 // a x b fresh Pendings (each with its own promise).
 inline std::vector<std::vector<Pending>> PendingGrid(size_t a, size_t b) {

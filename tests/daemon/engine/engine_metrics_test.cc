@@ -19,9 +19,9 @@
 namespace gravac::daemon {
 namespace {
 
+using namespace ::gravac::daemon::testing;  // NOLINT
 using ::gravac::testing::IsOk;
 using ::gravac::testing::StatusIs;
-using namespace ::gravac::daemon::testing;  // NOLINT
 
 // One registry and DaemonMetrics per node ("n0", "n1", ...).
 struct NodeMetrics {
@@ -188,12 +188,19 @@ TEST(EngineMetricsTest, MismatchCountsAnErrorOfItsKindOnEveryNode) {
 
 TEST(EngineMetricsTest, StallWarningsAreCounted) {
   NodeMetrics m(2);
+  ManualClock clock;
   EngineOptions o = Dense();
+  o.clock = &clock;
   o.stall_warning = absl::Milliseconds(200);
   Cluster c({1, 1}, o, m.pointers());
   Pending p0, p1;
   c.engines[0]->Enqueue(Allreduce("slow", {1.0f}, false, 0), p0.callback());
-  absl::SleepFor(absl::Milliseconds(700));
+  EXPECT_FALSE(p0.Ready(absl::Milliseconds(20)));
+  EXPECT_EQ(m.Value(0, "gravac_stalls_total"), 0);  // no clock time passed
+  const absl::Duration moved = AdvanceUntil(clock, absl::Milliseconds(20), [&] {
+    return m.Value(0, "gravac_stalls_total") >= 1 && m.Value(1, "gravac_stalls_total") >= 1;
+  });
+  EXPECT_GE(moved, absl::Milliseconds(200));
   EXPECT_GE(m.Value(0, "gravac_stalls_total"), 1);
   EXPECT_GE(m.Value(1, "gravac_stalls_total"), 1);
   c.engines[1]->Enqueue(Allreduce("slow", {2.0f}, false, 0), p1.callback());

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <future>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -28,6 +29,7 @@ using collectives::ReduceOp;
 using ::gravac::testing::IsOk;
 using ::gravac::testing::StatusIs;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using namespace ::gravac::daemon::testing;  // NOLINT
 
 EngineOptions Base() {
@@ -334,14 +336,25 @@ TEST(EngineTest, LocalDisagreementFailsEveryNodeAsAMismatch) {
 }
 
 TEST(EngineTest, DifferentNamesFailEveryNodeInsteadOfHanging) {
+  ManualClock clock;
   EngineOptions o = Base();
+  o.clock = &clock;
   o.mismatch_timeout = absl::Seconds(1);
   o.moved_on_grace = absl::ZeroDuration();  // only the deadlock rule
   Cluster c({2, 2}, o);
-  const absl::Time start = absl::Now();
-  auto results =
-      RunOnAll(c, [](int n) { return Allreduce(n == 0 ? "grad_a" : "grad_b", {1.0f}, false, 7); });
-  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  std::vector<Pending> pending(2);
+  for (int n = 0; n < 2; ++n) {
+    c.engines[n]->Enqueue(Allreduce(n == 0 ? "grad_a" : "grad_b", {1.0f}, false, 7),
+                          pending[n].callback());
+  }
+  // Both nodes wait for mismatch_timeout of the clock, then give up together.
+  clock.Advance(absl::Milliseconds(900));
+  EXPECT_FALSE(pending[0].Ready(absl::Milliseconds(20)));
+  const absl::Duration moved = AdvanceUntil(clock, absl::Milliseconds(50), [&] {
+    return pending[0].Ready() && pending[1].Ready();
+  });
+  EXPECT_GE(absl::Milliseconds(900) + moved, absl::Seconds(1));
+  const std::vector<TensorResult> results = {pending[0].Get(), pending[1].Get()};
   EXPECT_THAT(results[0].status,
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        HasSubstr("tensor 'grad_a' (step 7): name missing on ranks 2-3")));
@@ -351,13 +364,18 @@ TEST(EngineTest, DifferentNamesFailEveryNodeInsteadOfHanging) {
 }
 
 TEST(EngineTest, NameMissingIsDetectedWhenTheOtherNodeMovedOn) {
+  ManualClock clock;
   EngineOptions o = Base();
+  o.clock = &clock;
   o.mismatch_timeout = absl::ZeroDuration();  // only the step rule
   o.moved_on_grace = absl::Milliseconds(200);
   Cluster c({1, 1}, o);
   Pending only_on_0, step1_on_0, step1_on_1;
   c.engines[0]->Enqueue(Allreduce("skipped", {1.0f}, false, 0), only_on_0.callback());
   c.engines[1]->Enqueue(Allreduce("next", {1.0f}, false, 1), step1_on_1.callback());
+  EXPECT_FALSE(only_on_0.Ready(absl::Milliseconds(20)));  // the grace is clock time
+  EXPECT_GE(AdvanceUntil(clock, absl::Milliseconds(20), [&] { return only_on_0.Ready(); }),
+            absl::Milliseconds(200));
   EXPECT_THAT(only_on_0.Get().status,
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        HasSubstr("tensor 'skipped' (step 0): name missing on ranks 1")));
@@ -398,27 +416,36 @@ TEST(EngineTest, AStoppedNodeFailsTheOthers) {
 }
 
 TEST(EngineTest, StallWarningNamesTheMissingRanks) {
-  std::FILE* sink = std::tmpfile();
+  const std::string path = TempPath("stall") + "log";
+  std::FILE* sink = std::fopen(path.c_str(), "w");
   ASSERT_NE(sink, nullptr);
   Logger log("gravacd[node 0]", LogLevel::kInfo, sink);
+  auto logged = [&] {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  ManualClock clock;
   EngineOptions o = Base();
+  o.clock = &clock;
   o.stall_warning = absl::Milliseconds(200);
   o.log = &log;
   Cluster c({2, 3}, o);
   Pending p0, p1;
   c.engines[0]->Enqueue(Allreduce("slow", {1.0f}, false, 0), p0.callback());
-  absl::SleepFor(absl::Milliseconds(700));
+  EXPECT_FALSE(p0.Ready(absl::Milliseconds(20)));
+  EXPECT_THAT(logged(), Not(HasSubstr("stall")));  // no clock time passed
+  const absl::Duration moved = AdvanceUntil(clock, absl::Milliseconds(20), [&] {
+    return logged().find("stall: tensor 'slow'") != std::string::npos;
+  });
+  EXPECT_GE(moved, absl::Milliseconds(200));
   c.engines[1]->Enqueue(Allreduce("slow", {2.0f}, false, 0), p1.callback());
   EXPECT_EQ(Values<float>(p0.Get().data), std::vector<float>{3.0f});
   EXPECT_EQ(Values<float>(p1.Get().data), std::vector<float>{3.0f});
   c.ShutdownAll();
-  std::fflush(sink);
-  std::rewind(sink);
-  std::string text;
-  char buf[4096];
-  for (size_t got; (got = std::fread(buf, 1, sizeof(buf), sink)) > 0;) text.append(buf, got);
   std::fclose(sink);
-  EXPECT_THAT(text, HasSubstr("stall: tensor 'slow' posted on ranks 0-1"));
+  const std::string text = logged();
+  std::remove(path.c_str());
+  EXPECT_THAT(text, HasSubstr("stall: tensor 'slow' posted on ranks 0-1 has waited"));
   EXPECT_THAT(text, HasSubstr("for ranks 2-4"));
 }
 
