@@ -50,7 +50,11 @@ absl::StatusOr<Child> Child::Start(const ChildOptions& options) {
     if (getppid() != parent) _exit(126);
     dup2(out_pipe[1], STDOUT_FILENO);
     dup2(err_pipe[1], STDERR_FILENO);
-    if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
+    if (options.stdin_fd >= 0) {
+      dup2(options.stdin_fd, STDIN_FILENO);
+    } else if (null_fd >= 0) {
+      dup2(null_fd, STDIN_FILENO);
+    }
     struct sigaction dfl = {};
     dfl.sa_handler = SIG_DFL;
     for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGCHLD, SIGHUP}) sigaction(sig, &dfl, nullptr);

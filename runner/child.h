@@ -3,9 +3,9 @@
 //
 // The child runs in its own process group (so a terminal's Ctrl-C reaches only gravacrun, which
 // forwards it, and a signal to the group reaches the child's own children, e.g. those of `sh -c`),
-// gets SIGKILL when gravacrun's thread that started it dies (PR_SET_PDEATHSIG), reads /dev/null as
-// stdin, and, when `netns` is set, runs inside that network namespace through `ip netns exec`
-// (which execs in place, so pid() is the program's pid).
+// gets SIGKILL when gravacrun's thread that started it dies (PR_SET_PDEATHSIG), reads /dev/null
+// (or the given fd) as stdin, and, when `netns` is set, runs inside that network namespace through
+// `ip netns exec` (which execs in place, so pid() is the program's pid).
 //
 // Ownership: a Child owns its process; destroying one whose process still runs kills its group
 // with SIGKILL and reaps it. The output fds belong to the Child and are closed by it.
@@ -28,6 +28,7 @@ struct ChildOptions {
   // Variables set (or overridden) on top of the parent's environment.
   std::vector<std::pair<std::string, std::string>> env;
   std::string netns;  // "" = the caller's network namespace
+  int stdin_fd = -1;  // the child's stdin when >= 0 (the caller keeps its fd); else /dev/null
 };
 
 class Child {

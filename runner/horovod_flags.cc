@@ -1,7 +1,6 @@
 #include "runner/horovod_flags.h"
 
 #include <cmath>
-#include <fstream>
 #include <optional>
 
 #include "absl/strings/ascii.h"
@@ -36,10 +35,6 @@ constexpr char kNoAutotune[] =
     "gravac has no autotuner (GraVAC chooses the compression factor itself); set "
     "--fusion_threshold_bytes and --cycle_time_ms directly";
 constexpr char kNoElastic[] = "elastic training is not part of gravac; run a fixed -np";
-constexpr char kNoSsh[] =
-    "gravacrun starts jobs on this machine only; on other hosts start gravacd there and run "
-    "`gravacrun --node I --daemon_socket PATH` (docs/OPERATIONS.md)";
-
 constexpr HorovodFlag kFlags[] = {
     {"num_proc", true, Kind::kMap, "np"},
     {"start_timeout", true, Kind::kMap, "start_timeout_s"},
@@ -49,9 +44,9 @@ constexpr HorovodFlag kFlags[] = {
     {"fusion_threshold_mb", true, Kind::kSpecial, ""},
     {"log_level", true, Kind::kSpecial, ""},
     {"no_stall_check", false, Kind::kSpecial, ""},
-    {"H", true, Kind::kSpecial, ""},
-    {"hosts", true, Kind::kSpecial, ""},
-    {"hostfile", true, Kind::kSpecial, ""},
+    {"H", true, Kind::kMap, "hosts"},
+    {"p", true, Kind::kMap, "ssh_port"},
+    {"i", true, Kind::kMap, "ssh_identity_file"},
     {"x", true, Kind::kSpecial, ""},
     {"gloo", false, Kind::kNote, "gravac moves tensors with its own daemons (UCX), not Gloo"},
     {"mpi", false, Kind::kNote, "gravacrun starts the processes itself, without MPI"},
@@ -79,10 +74,6 @@ constexpr HorovodFlag kFlags[] = {
     {"reset_limit", true, Kind::kRefuse, kNoElastic},
     {"blacklist_cooldown_range", true, Kind::kRefuse, kNoElastic},
     {"elastic_timeout", true, Kind::kRefuse, kNoElastic},
-    {"p", true, Kind::kRefuse, kNoSsh},
-    {"ssh_port", true, Kind::kRefuse, kNoSsh},
-    {"i", true, Kind::kRefuse, kNoSsh},
-    {"ssh_identity_file", true, Kind::kRefuse, kNoSsh},
     {"output_filename", true, Kind::kRefuse,
      "gravacrun prints every rank's output with a [rank r] prefix; redirect gravacrun's output"},
     {"config_file", true, Kind::kRefuse, "write the settings as gravacrun flags"},
@@ -113,85 +104,6 @@ const SettingSpec* FindRunnerSetting(std::string_view name) {
   return nullptr;
 }
 
-bool IsThisMachine(std::string_view host, std::string_view hostname) {
-  return host == "localhost" || host == "127.0.0.1" || host == "::1" ||
-         (!hostname.empty() && host == hostname);
-}
-
-struct HostSlots {
-  std::string host;
-  int slots = 1;
-};
-
-absl::Status ParseSlots(std::string_view text, std::string_view host, std::string_view where,
-                        int* slots) {
-  if (!absl::SimpleAtoi(AsAbsl(text), slots) || *slots < 1) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: host '%s' has slots '%s', not a positive number", where, host, text));
-  }
-  return absl::OkStatus();
-}
-
-// "h1:4,h2:4" (Horovod's -H; slots default 1).
-absl::StatusOr<std::vector<HostSlots>> ParseHostList(std::string_view text) {
-  std::vector<HostSlots> hosts;
-  for (absl::string_view piece : absl::StrSplit(AsAbsl(text), ',', absl::SkipWhitespace())) {
-    std::string_view entry(piece.data(), piece.size());
-    HostSlots h;
-    size_t colon = entry.rfind(':');
-    if (colon != std::string_view::npos && entry.find(':') == colon) {
-      h.host = std::string(entry.substr(0, colon));
-      RETURN_IF_ERROR(ParseSlots(entry.substr(colon + 1), h.host, "-H", &h.slots));
-    } else {
-      h.host = std::string(entry);
-    }
-    hosts.push_back(std::move(h));
-  }
-  if (hosts.empty()) return absl::InvalidArgumentError("-H: no hosts in '" + std::string(text) +
-                                                       "'");
-  return hosts;
-}
-
-// Horovod's "host:slots" or Open MPI's "host slots=N" lines; '#' comments.
-absl::StatusOr<std::vector<HostSlots>> ParseHostfile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::InvalidArgumentError("--hostfile: cannot read '" + path + "'");
-  std::vector<HostSlots> hosts;
-  std::string line;
-  while (std::getline(in, line)) {
-    std::string_view text = line;
-    size_t hash = text.find('#');
-    if (hash != std::string_view::npos) text = text.substr(0, hash);
-    std::vector<std::string_view> words;
-    for (absl::string_view w :
-         absl::StrSplit(AsAbsl(text), absl::ByAnyChar(" \t"), absl::SkipWhitespace())) {
-      words.emplace_back(w.data(), w.size());
-    }
-    if (words.empty()) continue;
-    HostSlots h;
-    std::string_view first = words[0];
-    size_t colon = first.rfind(':');
-    if (colon != std::string_view::npos && first.find(':') == colon) {
-      h.host = std::string(first.substr(0, colon));
-      RETURN_IF_ERROR(ParseSlots(first.substr(colon + 1), h.host, "--hostfile", &h.slots));
-    } else {
-      h.host = std::string(first);
-    }
-    for (size_t i = 1; i < words.size(); ++i) {
-      std::string_view w = words[i];
-      if (w.starts_with("slots=")) {
-        RETURN_IF_ERROR(ParseSlots(w.substr(6), h.host, "--hostfile", &h.slots));
-      } else if (!w.starts_with("max_slots=")) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "--hostfile %s: '%s' after host '%s' is not slots=N", path, words[i], h.host));
-      }
-    }
-    hosts.push_back(std::move(h));
-  }
-  if (hosts.empty()) return absl::InvalidArgumentError("--hostfile: no hosts in '" + path + "'");
-  return hosts;
-}
-
 absl::StatusOr<std::string> LogLevel(std::string_view value) {
   std::string level = absl::AsciiStrToLower(AsAbsl(value));
   if (level == "trace") level = "debug";
@@ -205,13 +117,8 @@ absl::StatusOr<std::string> LogLevel(std::string_view value) {
 
 }  // namespace
 
-absl::StatusOr<HorovodTranslation> TranslateHorovodArgs(absl::Span<const char* const> args,
-                                                        std::string_view hostname) {
+absl::StatusOr<HorovodTranslation> TranslateHorovodArgs(absl::Span<const char* const> args) {
   HorovodTranslation out;
-  std::optional<std::vector<HostSlots>> hosts;
-  std::string hosts_flag;
-  std::optional<int> np;
-  bool nodes_given = false;
   size_t i = 0;
   for (; i < args.size(); ++i) {
     const std::string_view arg = args[i];
@@ -239,12 +146,6 @@ absl::StatusOr<HorovodTranslation> TranslateHorovodArgs(absl::Span<const char* c
           arg));
     }
     if (hf == nullptr) {  // gravacrun's own flag: verbatim, with its value
-      if (name == "np") {
-        std::string value = inline_value ? *inline_value : (i + 1 < args.size() ? args[i + 1] : "");
-        int n = 0;
-        if (absl::SimpleAtoi(AsAbsl(value), &n)) np = n;
-      }
-      nodes_given |= name == "nodes";
       out.args.emplace_back(arg);
       if (own != nullptr && own->type != SettingType::kBool && !inline_value &&
           i + 1 < args.size()) {
@@ -264,10 +165,6 @@ absl::StatusOr<HorovodTranslation> TranslateHorovodArgs(absl::Span<const char* c
     }
     switch (hf->kind) {
       case Kind::kMap:
-        if (hf->text == "np") {
-          int n = 0;
-          if (absl::SimpleAtoi(AsAbsl(value), &n)) np = n;
-        }
         out.args.push_back(absl::StrFormat("--%s=%s", hf->text, value));
         break;
       case Kind::kNote:
@@ -298,65 +195,13 @@ absl::StatusOr<HorovodTranslation> TranslateHorovodArgs(absl::Span<const char* c
                 absl::StrFormat("-x '%s': expected NAME or NAME=VALUE", value));
           }
           if (eq != std::string::npos) out.env.emplace_back(var, value.substr(eq + 1));
-        } else {  // H, hosts, hostfile
-          if (hosts.has_value()) {
-            return absl::InvalidArgumentError(absl::StrFormat(
-                "%s: hosts were already given by %s; give -H or --hostfile once", arg,
-                hosts_flag));
-          }
-          if (name == "hostfile") {
-            ASSIGN_OR_RETURN(hosts, ParseHostfile(value));
-          } else {
-            ASSIGN_OR_RETURN(hosts, ParseHostList(value));
-          }
-          hosts_flag = std::string(arg);
+          out.forward.push_back(var);
         }
         break;
     }
   }
   for (; i < args.size(); ++i) out.args.emplace_back(args[i]);
 
-  if (hosts.has_value()) {
-    int slots = 0;
-    for (const HostSlots& h : *hosts) {
-      if (!IsThisMachine(h.host, hostname)) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "%s: host '%s' is not this machine (%s); %s", hosts_flag, h.host, hostname, kNoSsh));
-      }
-      slots += h.slots;
-    }
-    if (nodes_given) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s and --nodes both say how many nodes there are; give one of them", hosts_flag));
-    }
-    const int ranks = np.value_or(slots);
-    if (ranks > slots) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "-np %d is more than the %d slots of %s", ranks, slots, hosts_flag));
-    }
-    // Horovod fills the hosts in order; gravacrun spreads ranks evenly over its nodes, so the
-    // two layouts must agree.
-    std::vector<int> filled;
-    int left = ranks;
-    for (const HostSlots& h : *hosts) {
-      if (left == 0) break;
-      filled.push_back(std::min(left, h.slots));
-      left -= filled.back();
-    }
-    std::vector<NodeRanks> layout = RankLayout(ranks, static_cast<int>(filled.size()));
-    for (size_t n = 0; n < filled.size(); ++n) {
-      if (layout[n].local_size != filled[n]) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "%s puts %d ranks on host %d but gravacrun spreads %d ranks evenly over %d nodes "
-            "(%d on the first); list hosts with equal slots",
-            hosts_flag, filled[n], n, ranks, filled.size(), layout[0].local_size));
-      }
-    }
-    std::vector<std::string> extra;
-    if (!np.has_value()) extra.push_back(absl::StrFormat("--np=%d", ranks));
-    extra.push_back(absl::StrFormat("--nodes=%d", static_cast<int>(filled.size())));
-    out.args.insert(out.args.begin(), extra.begin(), extra.end());
-  }
   return out;
 }
 

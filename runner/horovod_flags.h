@@ -10,11 +10,10 @@
 // for it (--gloo, --mpi, --tcp, --hierarchical-allreduce/allgather, --disable-cache,
 // --cache-capacity, --log-hide-timestamp), sets the workers' environment (-x NAME[=VALUE]), or is
 // refused with a message naming the flag, why, and what to use instead (--timeline-filename,
-// autotuning, elastic training, ssh options, --output-filename, ...). -H / --hosts and
-// --hostfile are accepted when every host is this machine (localhost, 127.0.0.1, ::1 or its
-// hostname): their slots must add up to -np, and each listed host becomes one node; other hosts
-// are refused naming the host. As horovodrun, the worker command may start at the first word
-// that is not a flag or a flag's value; "--" is inserted there.
+// autotuning, elastic training, --output-filename, ...). -H / --hosts, --hostfile, -p /
+// --ssh-port and -i / --ssh-identity-file become gravacrun's --hosts, --hostfile, --ssh_port and
+// --ssh_identity_file (a multi-host job over ssh; hosts.h, ssh_launch.h). As horovodrun, the worker
+// command may start at the first word that is not a flag or a flag's value; "--" is inserted there.
 //
 // Thread-safety: stateless functions over immutable values.
 #ifndef GRAVAC_RUNNER_HOROVOD_FLAGS_H_
@@ -32,18 +31,17 @@ namespace gravac::runner {
 
 struct HorovodTranslation {
   std::vector<std::string> args;  // gravacrun's argv (no program name), "--" before the command
-  // -x NAME=VALUE: variables to set for every process of the job; -x NAME forwards NAME's
-  // current value, which every child inherits anyway, so it adds nothing here.
+  // -x NAME=VALUE: variables to set for every process of the job (local children inherit them).
   std::vector<std::pair<std::string, std::string>> env;
+  // Every -x NAME[=VALUE]'s NAME, in order: the variables sent to processes started over ssh.
+  std::vector<std::string> forward;
   std::vector<std::string> notes;  // one line per flag accepted with no effect, for stderr
 };
 
-// Translates argv (without the program name). `hostname` is this machine's name (for -H).
-// Fails with InvalidArgument naming the flag (or host) for a refused horovodrun flag, a flag
-// missing its value, a bad number, hosts that are not this machine, slots that do not add up to
-// -np, or an unreadable hostfile.
-absl::StatusOr<HorovodTranslation> TranslateHorovodArgs(absl::Span<const char* const> args,
-                                                        std::string_view hostname);
+// Translates argv (without the program name). Fails with InvalidArgument naming the flag for a
+// refused horovodrun flag, a flag missing its value or a bad number. Hosts are checked later, by
+// ParseRunnerArgs.
+absl::StatusOr<HorovodTranslation> TranslateHorovodArgs(absl::Span<const char* const> args);
 
 }  // namespace gravac::runner
 

@@ -1,6 +1,7 @@
 #include "runner/launcher.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
@@ -28,8 +29,10 @@
 #include "core/status.h"
 #include "netemu/cluster.h"
 #include "runner/child.h"
+#include "runner/hosts.h"
 #include "runner/line_prefixer.h"
 #include "runner/metrics_targets.h"
+#include "runner/ssh_launch.h"
 
 namespace gravac::runner {
 namespace {
@@ -57,14 +60,24 @@ struct Proc {
   LinePrefixer out;
   LinePrefixer err;
   bool done = false;
+  std::string host;                // "" = here; else started over ssh on it
+  bool ready = false;              // over ssh: the wrapper reported the ready files
+  std::vector<int> ready_values;   // and their numbers (a daemon's metrics port)
 };
 
-std::string DescribeExit(const Child& c) {
+std::string DescribeExit(const Proc& p) {
+  const Child& c = p.child;
+  std::string what;
   if (c.killed_by_signal()) {
-    return absl::StrFormat("was killed by signal %d (%s)", c.term_signal(),
+    what = absl::StrFormat("was killed by signal %d (%s)", c.term_signal(),
                            strsignal(c.term_signal()));
+  } else {
+    what = absl::StrFormat("exited with code %d", c.exit_code());
   }
-  return absl::StrFormat("exited with code %d", c.exit_code());
+  if (p.host.empty()) return what;
+  if (c.exit_code() == 255) return StrCat(what, " (ssh to host ", p.host, " failed)");
+  if (c.exit_code() == 127) return StrCat(what, " (command not found on host ", p.host, ")");
+  return StrCat(what, " on host ", p.host);
 }
 
 bool IsExecutable(const std::string& path) {
@@ -122,6 +135,10 @@ class Job {
   // False with --node: only that node's workers run here.
   bool WholeJob() const { return options_.node < 0; }
 
+  std::vector<NodeRanks> Layout() const {
+    return options_.layout.empty() ? RankLayout(options_.np, options_.nodes) : options_.layout;
+  }
+
   bool AllDone(Role role) const {
     return std::all_of(procs_.begin(), procs_.end(),
                        [&](const auto& p) { return p->role != role || p->done; });
@@ -153,6 +170,7 @@ class Job {
       std::filesystem::create_directories(run_dir_, ec);
       if (ec) return absl::InternalError(StrCat("--run_dir ", run_dir_, ": ", ec.message()));
     }
+    if (!options_.hosts.empty()) RETURN_IF_ERROR(SetupHosts());
     if (options_.link.has_value()) {
       // The host link lets this machine reach the metrics served inside the namespaces.
       const bool host_link = options_.metrics && options_.nodes < netemu::kHostLinkByte;
@@ -178,16 +196,34 @@ class Job {
     return absl::OkStatus();
   }
 
+  // Starts a process of node `node` (-1: of none, here): here, in the node's namespace, or over
+  // ssh on its host (remote daemons report `ready_files`, see ssh_launch.h).
   absl::StatusOr<Proc*> Start(Role role, int index, std::string name, std::vector<std::string> argv,
-                              std::vector<std::pair<std::string, std::string>> env, int node) {
+                              std::vector<std::pair<std::string, std::string>> env, int node,
+                              std::vector<std::string> ready_files = {}) {
+    if (options_.verbose) {
+      Say(StrCat("starting ", name, Remote(node) ? StrCat(" on host ", node_host_[node]) : "",
+                 cluster_ && node >= 0 ? StrCat(" in netns ", cluster_->node_namespace(node)) : "",
+                 ": ",
+                 absl::StrJoin(argv, " ")));
+    }
     ChildOptions co{.argv = std::move(argv),
                     .env = std::move(env),
-                    .netns = cluster_ ? cluster_->node_namespace(node) : ""};
-    if (options_.verbose) {
-      Say(StrCat("starting ", name, co.netns.empty() ? "" : " in netns ", co.netns, ": ",
-                 absl::StrJoin(co.argv, " ")));
+                    .netns = cluster_ && node >= 0 ? cluster_->node_namespace(node) : ""};
+    if (Remote(node)) {
+      RemoteCommand remote{.host = node_host_[node],
+                           .argv = std::move(co.argv),
+                           .env = options_.remote_env,
+                           .dir = role == Role::kDaemon ? RemoteDir(node) : "",
+                           .remove_dir = role == Role::kDaemon,
+                           .ready_files = std::move(ready_files),
+                           .kill_grace = options_.kill_grace};
+      remote.env.insert(remote.env.end(), co.env.begin(), co.env.end());
+      co = ChildOptions{
+          .argv = SshArgv(options_.ssh, remote), .env = {}, .netns = "", .stdin_fd = lifeline_[0]};
     }
     auto proc = std::make_unique<Proc>(role, index, std::move(name));
+    if (Remote(node)) proc->host = node_host_[node];
     absl::StatusOr<Child> child = Child::Start(co);
     if (!child.ok()) {
       return absl::Status(child.status().code(),
@@ -242,11 +278,26 @@ class Job {
   }
 
   absl::Status StartController() {
-    const std::string host = cluster_ ? cluster_->node_address(0) : "127.0.0.1";
+    if (!options_.hosts.empty() && !options_.controller.empty()) {
+      controller_address_ = options_.controller;
+      Say(StrCat("using the controller at ", controller_address_));
+      return absl::OkStatus();
+    }
+    // With hosts over ssh the controller listens on every address; they reach it at the address
+    // they see this machine at (HostProbe::self_address).
+    const bool wildcard = std::any_of(node_probe_.begin(), node_probe_.end(), [](const auto& p) {
+      return !p.self_address.empty();
+    });
+    const bool v6 = std::any_of(node_probe_.begin(), node_probe_.end(), [](const auto& p) {
+      return p.self_address.find(':') != std::string::npos;
+    });
+    const std::string host =
+        cluster_ ? cluster_->node_address(0) : wildcard ? (v6 ? "[::]" : "0.0.0.0") : "127.0.0.1";
     const std::string port_file = StrCat(run_dir_, "/controller.port");
     const std::string metrics_file = StrCat(run_dir_, "/controller.metrics.port");
     ASSIGN_OR_RETURN(Proc * controller, Start(Role::kController, 0, "controller",
-                                              ControllerArgv(host, 0, 0), {}, 0));
+                                              ControllerArgv(host, 0, 0), {},
+                                              ControllerNode()));
     int port = 0;
     int metrics_port = 0;
     bool ready = Pump(absl::Now() + options_.start_timeout, [&] {
@@ -271,13 +322,17 @@ class Job {
     controller_host_ = host;
     controller_port_ = port;
     controller_metrics_port_ = metrics_port;
-    controller_address_ = StrCat(host, ":", port);
+    controller_address_ = wildcard ? HostPort("127.0.0.1", port) : StrCat(host, ":", port);
     std::string ctl = StrCat("gravacctl status --controller ", controller_address_);
     Say(StrCat("controller listening on ", controller_address_, "; status: ",
                cluster_ ? StrCat("ip netns exec ", cluster_->node_namespace(0), " ") : "", ctl));
     if (options_.metrics) {
-      AddMetricsTarget(
-          {.job = kControllerJob, .node = -1, .host = host, .port = metrics_port, .netns = ""});
+      const std::string me = LocalHostname();
+      AddMetricsTarget({.job = kControllerJob,
+                        .node = -1,
+                        .host = wildcard ? (me.empty() ? "127.0.0.1" : me) : host,
+                        .port = metrics_port,
+                        .netns = ""});
     }
     return absl::OkStatus();
   }
@@ -296,7 +351,8 @@ class Job {
     ++controller_restarts_;
     absl::StatusOr<Proc*> p =
         Start(Role::kController, 0, "controller",
-              ControllerArgv(controller_host_, controller_port_, controller_metrics_port_), {}, 0);
+              ControllerArgv(controller_host_, controller_port_, controller_metrics_port_), {},
+              ControllerNode());
     if (!p.ok()) {
       Say(StrCat("restarting the controller failed: ", p.status().message(), "; stopping the job"));
       if (!failure_code_.has_value()) failure_code_ = 1;
@@ -316,7 +372,56 @@ class Job {
 
   // The address daemon `node` serves its metrics on: its node's, or the loopback.
   std::string DaemonHost(int node) const {
+    if (Remote(node)) return node_host_[node];
     return cluster_ ? cluster_->node_address(node) : "127.0.0.1";
+  }
+
+  // The controller runs in node 0's namespace with --link, else here (never over ssh).
+  int ControllerNode() const { return cluster_ ? 0 : -1; }
+
+  // True when node `node` runs on another host, over ssh.
+  bool Remote(int node) const {
+    return node >= 0 && static_cast<size_t>(node) < node_host_.size() && !node_host_[node].empty();
+  }
+  // The folder of a remote node's socket and port files, on its host (removed at its end).
+  std::string RemoteDir(int node) const { return StrCat(run_dir_, "-node", node); }
+  // The socket of node `node`'s gravacd (on its host).
+  std::string DaemonSocket(int node) const {
+    return StrCat(Remote(node) ? RemoteDir(node) : run_dir_, "/gravacd-", node, ".sock");
+  }
+  // The controller's address as node `node` reaches it.
+  std::string ControllerFor(int node) const {
+    if (!Remote(node) || (!options_.hosts.empty() && !options_.controller.empty())) {
+      return controller_address_;
+    }
+    return HostPort(node_probe_[node].self_address, controller_port_);
+  }
+
+  // Which nodes run elsewhere; probes those hosts over ssh (all at once) before anything starts.
+  absl::Status SetupHosts() {
+    const std::string me = LocalHostname();
+    node_host_.assign(options_.nodes, "");
+    node_probe_.assign(options_.nodes, HostProbe{});
+    std::vector<std::string> remote;
+    for (int n = 0; n < options_.nodes && static_cast<size_t>(n) < options_.hosts.size(); ++n) {
+      const std::string& h = options_.hosts[n];
+      if (IsThisMachine(h, me)) continue;
+      node_host_[n] = h;
+      if (std::find(remote.begin(), remote.end(), h) == remote.end()) remote.push_back(h);
+    }
+    if (remote.empty()) return absl::OkStatus();
+    Say(StrCat("reaching ", remote.size(), " host(s) over ssh: ", absl::StrJoin(remote, ", ")));
+    ASSIGN_OR_RETURN(std::vector<HostProbe> probes,
+                     ProbeHosts(options_.ssh, remote, options_.remote_gravacd));
+    for (int n = 0; n < options_.nodes; ++n) {
+      for (const HostProbe& p : probes) {
+        if (Remote(n) && p.host == node_host_[n]) node_probe_[n] = p;
+      }
+    }
+    if (pipe2(lifeline_, O_CLOEXEC) != 0) {
+      return ErrnoStatus(absl::StatusCode::kInternal, errno, "pipe2 (ssh lifeline) failed");
+    }
+    return absl::OkStatus();
   }
 
   std::vector<std::string> DaemonArgs(int node) const {
@@ -334,55 +439,73 @@ class Job {
   }
 
   absl::Status StartDaemons() {
-    layout_ = RankLayout(options_.np, options_.nodes);
+    layout_ = Layout();
     std::vector<std::string> sockets;
     std::vector<std::string> metrics_files;
     std::vector<Proc*> daemons;
     for (int n = 0; n < options_.nodes; ++n) {
-      sockets.push_back(StrCat(run_dir_, "/gravacd-", n, ".sock"));
-      metrics_files.push_back(StrCat(run_dir_, "/gravacd-", n, ".metrics.port"));
-      std::filesystem::remove(sockets.back());
-      std::vector<std::string> argv = {options_.gravacd_path,
-                                       StrCat("--controller=", controller_address_),
+      const bool remote = Remote(n);
+      sockets.push_back(DaemonSocket(n));
+      metrics_files.push_back(
+          StrCat(remote ? RemoteDir(n) : run_dir_, "/gravacd-", n, ".metrics.port"));
+      if (!remote) std::filesystem::remove(sockets.back());
+      std::vector<std::string> argv = {remote ? node_probe_[n].gravacd : options_.gravacd_path,
+                                       StrCat("--controller=", ControllerFor(n)),
                                        StrCat("--socket=", sockets.back()),
                                        StrCat("--local_size=", layout_[n].local_size),
                                        StrCat("--node_name=", NodeName(n)),
                                        StrCat("--node_rank=", n),
                                        StrCat("--nodes=", options_.nodes)};
-      std::vector<std::string> metrics = MetricsArgs(DaemonHost(n), metrics_files.back());
+      std::vector<std::string> metrics =
+          MetricsArgs(remote ? "0.0.0.0" : DaemonHost(n), metrics_files.back());
       argv.insert(argv.end(), metrics.begin(), metrics.end());
       std::vector<std::string> extra = DaemonArgs(n);
       argv.insert(argv.end(), extra.begin(), extra.end());
-      ASSIGN_OR_RETURN(Proc * d, Start(Role::kDaemon, n, StrCat("gravacd ", n), argv, {}, n));
+      std::vector<std::string> ready;
+      if (remote) ready = {sockets.back()};
+      if (remote && options_.metrics) ready.push_back(metrics_files.back());
+      ASSIGN_OR_RETURN(Proc * d,
+                       Start(Role::kDaemon, n, StrCat("gravacd ", n), argv, {}, n, ready));
       daemons.push_back(d);
     }
     Proc* early = nullptr;
     std::vector<int> metrics_ports(options_.nodes, 0);
-    auto serving = [&] {
-      if (!options_.metrics) return true;
-      for (int n = 0; n < options_.nodes; ++n) {
-        if (metrics_ports[n] <= 0) metrics_ports[n] = ReadPort(metrics_files[n]);
+    // A local daemon is ready once its socket and metrics-port file exist; a remote one when its
+    // wrapper says so (with the port).
+    auto node_ready = [&](int n) {
+      if (Remote(n)) {
+        Proc* d = daemons[n];
+        if (d->ready && options_.metrics && !d->ready_values.empty()) {
+          metrics_ports[n] = d->ready_values[0];
+        }
+        return d->ready && (!options_.metrics || metrics_ports[n] > 0);
       }
-      return std::all_of(metrics_ports.begin(), metrics_ports.end(), [](int p) { return p > 0; });
+      if (options_.metrics && metrics_ports[n] <= 0) metrics_ports[n] = ReadPort(metrics_files[n]);
+      return (!options_.metrics || metrics_ports[n] > 0) && std::filesystem::exists(sockets[n]);
     };
     bool ready = Pump(absl::Now() + options_.start_timeout, [&] {
       for (Proc* d : daemons) {
         if (d->done) early = d;
       }
-      return Stopped() || early != nullptr ||
-             (serving() && std::all_of(sockets.begin(), sockets.end(), [](const std::string& s) {
-                return std::filesystem::exists(s);
-              }));
+      bool all = true;
+      for (int n = 0; n < options_.nodes; ++n) all = node_ready(n) && all;
+      return Stopped() || early != nullptr || all;
     });
     if (Stopped()) return absl::OkStatus();
     if (early != nullptr) {
-      Say(StrCat(early->name, " ", DescribeExit(early->child), " before opening its socket"));
+      Say(StrCat(early->name, " ", DescribeExit(*early), " before opening its socket"));
       failure_code_ = std::max(early->child.exit_code(), 1);
       return absl::OkStatus();
     }
     if (!ready) {
       std::vector<std::string> missing;
       for (int n = 0; n < options_.nodes; ++n) {
+        if (Remote(n)) {
+          if (!node_ready(n)) {
+            missing.push_back(StrCat(sockets[n], " on host ", node_host_[n]));
+          }
+          continue;
+        }
         if (!std::filesystem::exists(sockets[n])) missing.push_back(sockets[n]);
         if (options_.metrics && metrics_ports[n] <= 0) missing.push_back(metrics_files[n]);
       }
@@ -402,13 +525,12 @@ class Job {
   }
 
   absl::Status StartWorkers() {
-    if (layout_.empty()) layout_ = RankLayout(options_.np, options_.nodes);
+    if (layout_.empty()) layout_ = Layout();
     for (int n = 0; n < options_.nodes; ++n) {
       if (!WholeJob() && n != options_.node) continue;
       const NodeRanks& node = layout_[n];
-      const std::string socket =
-          WholeJob() ? StrCat(run_dir_, "/gravacd-", n, ".sock") : options_.daemon_socket;
-      const std::string controller = WholeJob() ? controller_address_ : options_.controller;
+      const std::string socket = WholeJob() ? DaemonSocket(n) : options_.daemon_socket;
+      const std::string controller = WholeJob() ? ControllerFor(n) : options_.controller;
       for (int local = 0; local < node.local_size; ++local) {
         const int rank = node.first_rank + local;
         std::vector<std::pair<std::string, std::string>> env = {
@@ -474,6 +596,9 @@ class Job {
           prefixer.Finish(&text);
           p.child.CloseOutput(fds[i].fd);
         }
+        if (!p.host.empty() && !is_out && TakeReadyLine(&text, prefixer.prefix(), &p.ready_values)) {
+          p.ready = true;
+        }
         WriteAll(sink, text);
       }
     }
@@ -515,7 +640,7 @@ class Job {
                           controller_restarts_));
     }
     if (stopping_ || p.child.exit_code() == 0) return;
-    Say(StrCat(p.name, " ", DescribeExit(p.child),
+    Say(StrCat(p.name, " ", DescribeExit(p),
                failure_code_.has_value() ? "" : "; stopping the job"));
     if (!failure_code_.has_value() && signal_ == 0) failure_code_ = p.child.exit_code();
   }
@@ -558,6 +683,11 @@ class Job {
       });
       procs_.clear();
     }
+    // Remote processes are gone with their ssh; closing the lifeline is for any ssh that lingers.
+    for (int& fd : lifeline_) {
+      if (fd >= 0) close(fd);
+      fd = -1;
+    }
     if (cluster_) {
       absl::Status s = cluster_->Destroy();
       if (!s.ok()) Say(StrCat("removing cluster ", cluster_->name(), ": ", s.ToString()));
@@ -582,6 +712,9 @@ class Job {
   bool own_run_dir_ = false;
   std::unique_ptr<netemu::Cluster> cluster_;
   std::vector<NodeRanks> layout_;
+  std::vector<std::string> node_host_;  // per node: "" = here, else its host (over ssh)
+  std::vector<HostProbe> node_probe_;   // per node over ssh: what the probe learned
+  int lifeline_[2] = {-1, -1};          // the ssh children's stdin (ssh_launch.h); we hold [1]
   std::vector<std::unique_ptr<Proc>> procs_;
   std::string controller_address_;
   std::string controller_host_;
@@ -600,8 +733,20 @@ class Job {
 }  // namespace
 
 absl::StatusOr<int> RunJob(const RunnerOptions& options, const LaunchIo& io) {
-  if (options.node < 0 && (options.gravacd_path.empty() || options.controller_path.empty())) {
+  const std::string me = LocalHostname();
+  const bool local_node = options.hosts.empty() ||
+                          std::any_of(options.hosts.begin(), options.hosts.end(),
+                                      [&](const std::string& h) { return IsThisMachine(h, me); });
+  const bool own_controller = options.hosts.empty() || options.controller.empty();
+  if (options.node < 0 && ((local_node && options.gravacd_path.empty()) ||
+                           (own_controller && options.controller_path.empty()))) {
     return absl::InvalidArgumentError("RunJob: gravacd_path and controller_path must be set");
+  }
+  if (!options.hosts.empty() && (options.hosts.size() != static_cast<size_t>(options.nodes) ||
+                                 options.layout.size() != options.hosts.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("RunJob: %d hosts and %d layout entries for %d nodes",
+                        options.hosts.size(), options.layout.size(), options.nodes));
   }
   if (options.node >= options.nodes || (options.node >= 0 && options.daemon_socket.empty())) {
     return absl::InvalidArgumentError(

@@ -1,5 +1,15 @@
-// Launcher: runs one gravac job on this machine — gravac-controller, one gravacd per node and
-// the workers — and tears it all down again. gravacrun's main.cc is a thin shell around it.
+// Launcher: runs one gravac job — gravac-controller, one gravacd per node and the workers — on
+// this machine or, with options.hosts, on several hosts over ssh, and tears it all down again.
+// gravacrun's main.cc is a thin shell around it.
+//
+// Hosts. With options.hosts, node n runs on hosts[n] with layout[n] ranks. Before anything starts,
+// every host that is not this machine is probed over ssh, all at once (ssh_launch.h: ProbeHosts);
+// a failed probe fails RunJob naming the host. The controller (unless options.controller names a
+// running one) then listens on every address of this machine; a remote gravacd and its workers
+// are started as `ssh HOST <wrapper>` children (ssh_launch.h), get --controller / GRAVAC_CONTROLLER
+// at the address their host sees this machine at, and keep their socket in <run dir>-node<n> on
+// their host. A remote daemon counts as started when its wrapper reports its socket and metrics
+// port. Stopping the local ssh child stops the remote process (the wrapper's stdin closes).
 //
 // Order. With --link, an emulated cluster (netemu::Cluster, one namespace per node, links shaped
 // to the given rate) is made first; the controller then runs in node 0's namespace, listening on

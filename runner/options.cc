@@ -9,6 +9,7 @@
 #include "core/job_settings.h"
 #include "core/status.h"
 #include "netemu/naming.h"
+#include "runner/hosts.h"
 
 namespace gravac::runner {
 namespace {
@@ -33,7 +34,19 @@ constexpr SettingSpec kOwnSettings[] = {
      SettingType::kInt},
     {"daemon_socket", "GRAVAC_DAEMON_SOCKET", "", "with --node: that node's gravacd socket"},
     {"controller", "GRAVAC_CONTROLLER", "",
-     "with --node: the controller's host:port, passed to the workers (GRAVAC_CONTROLLER)"},
+     "with --node: the controller's host:port, passed to the workers (GRAVAC_CONTROLLER); with "
+     "--hosts: a running controller to use instead of starting one"},
+    {"hosts", "", "",
+     "host1:4,host2:4: run the job on these hosts, over ssh (Horovod's -H; ranks fill them in "
+     "order; localhost and this machine's name run here without ssh)"},
+    {"hostfile", "", "",
+     "file of hosts, one a line: 'host:4' (Horovod) or 'host slots=4 [max_slots=N]' (Open MPI)"},
+    {"ssh_port", "", "0", "ssh port of the hosts (0: ssh's default)", SettingType::kInt},
+    {"ssh_identity_file", "", "", "ssh private key for the hosts (ssh -i)"},
+    {"ssh_options", "", "",
+     "extra ssh words, e.g. \"-o StrictHostKeyChecking=accept-new -l trainer\""},
+    {"ssh_connect_timeout_s", "", "10", "limit for ssh to connect to a host",
+     SettingType::kDouble},
     {"controller_args", "", "", "extra flags for gravac-controller, e.g. \"--window 5\""},
     {"daemon_args", "", "", "extra flags for every gravacd ({node} = node index)"},
     {"gravacd_path", "GRAVACRUN_GRAVACD", "", "gravacd binary (default: next to gravacrun)"},
@@ -81,7 +94,10 @@ constexpr char kUsage[] =
     "Starts gravac-controller, M gravacd and N workers (CMD) on this machine and waits for them.\n"
     "       gravacrun -np N --nodes M --node I --daemon_socket PATH [--controller HOST:PORT] "
     "-- CMD [ARGS...]\n"
-    "Starts only node I's workers of a job whose controller and gravacd run elsewhere.\n";
+    "Starts only node I's workers of a job whose controller and gravacd run elsewhere.\n"
+    "       gravacrun [-np N] -H host1:4,host2:4 [--ssh_port P] [-x NAME[=VALUE]] "
+    "-- CMD [ARGS...]\n"
+    "Starts the controller here and gravacd and the workers on each host, over ssh.\n";
 
 // -np -> --np; --theta-min -> --theta_min (the name only, never a value).
 std::string NormalizeFlag(std::string_view arg) {
@@ -129,6 +145,55 @@ struct RunnerTable {
 const RunnerTable& Table() {
   static const RunnerTable* const table = new RunnerTable();
   return *table;
+}
+
+// --hosts / --hostfile and the ssh settings. With hosts, -np defaults to their slots and --nodes
+// becomes the number of hosts that get ranks.
+absl::Status ParseHostSettings(const Settings& s, int64_t* np, int64_t* nodes,
+                               RunnerOptions* options) {
+  ASSIGN_OR_RETURN(std::string list, s.GetString("hosts"));
+  ASSIGN_OR_RETURN(std::string file, s.GetString("hostfile"));
+  if (list.empty() && file.empty()) return absl::OkStatus();
+  if (!list.empty() && !file.empty()) {
+    return absl::InvalidArgumentError("-H/--hosts and --hostfile both list hosts; give one");
+  }
+  if (*nodes != 1) {
+    return absl::InvalidArgumentError(
+        "--hosts/--hostfile and --nodes both say how many nodes there are; give one of them");
+  }
+  std::vector<HostSlots> hosts;
+  if (!list.empty()) {
+    ASSIGN_OR_RETURN(hosts, ParseHostList(list));
+  } else {
+    ASSIGN_OR_RETURN(hosts, ReadHostfile(file));
+  }
+  for (const HostSlots& h : hosts) {
+    if (h.host.starts_with("-")) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("host '%s' starts with '-': not a host name", h.host));
+    }
+  }
+  if (*np < 0 || *np > 4096) return absl::OkStatus();  // the -np check below names it
+  ASSIGN_OR_RETURN(std::vector<int> ranks, FillHosts(&hosts, static_cast<int>(*np)));
+  int first = 0;
+  for (size_t n = 0; n < hosts.size(); ++n) {
+    options->hosts.push_back(hosts[n].host);
+    options->layout.push_back({first, ranks[n]});
+    first += ranks[n];
+  }
+  *np = first;
+  *nodes = static_cast<int64_t>(hosts.size());
+
+  ASSIGN_OR_RETURN(int64_t port, s.GetInt("ssh_port"));
+  if (port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrFormat("--ssh_port must be 0..65535, got %d", port));
+  }
+  options->ssh.port = static_cast<int>(port);
+  ASSIGN_OR_RETURN(options->ssh.identity_file, s.GetString("ssh_identity_file"));
+  ASSIGN_OR_RETURN(std::string ssh_options, s.GetString("ssh_options"));
+  ASSIGN_OR_RETURN(options->ssh.options, SplitArgs(ssh_options));
+  ASSIGN_OR_RETURN(options->ssh.connect_timeout, Seconds(s, "ssh_connect_timeout_s"));
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -271,6 +336,7 @@ absl::StatusOr<RunnerOptions> ParseRunnerArgs(absl::Span<const char* const> args
 
   ASSIGN_OR_RETURN(int64_t np, s.GetInt("np"));
   ASSIGN_OR_RETURN(int64_t nodes, s.GetInt("nodes"));
+  RETURN_IF_ERROR(ParseHostSettings(s, &np, &nodes, &options));
   if (np < 1 || np > 4096) {
     return absl::InvalidArgumentError(
         absl::StrFormat("-np must be 1..4096 (number of workers), got %d", np));
@@ -313,6 +379,18 @@ absl::StatusOr<RunnerOptions> ParseRunnerArgs(absl::Span<const char* const> args
   }
 
   ASSIGN_OR_RETURN(int64_t node, s.GetInt("node"));
+  if (!options.hosts.empty()) {
+    if (node >= 0 || options.link.has_value()) {
+      return absl::InvalidArgumentError(
+          "--hosts/--hostfile place every node on a real host: --node and --link do not apply");
+    }
+    ASSIGN_OR_RETURN(options.controller, s.GetString("controller"));
+    if (!options.controller.empty() && !options.controller_args.empty()) {
+      return absl::InvalidArgumentError(StrCat(
+          "--controller ", options.controller,
+          " is a running controller: the job's policy flags belong to it, not to gravacrun"));
+    }
+  }
   if (node >= 0) {
     if (node >= nodes) {
       return absl::InvalidArgumentError(

@@ -2,6 +2,7 @@
 // the node-major rank layout.
 //
 //   gravacrun -np N [--nodes M] [--link RATE[,DELAY]] [--controller_args "..."] -- CMD...
+//   gravacrun [-np N] -H host1:4,host2:4 [--ssh_port P] [--ssh_identity_file F] -- CMD...
 //
 // Flags may be written with dashes or underscores (--theta-min = --theta_min); `-np` is accepted
 // as --np. Everything after "--" is the worker command. Settings of the job's policy
@@ -16,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -23,8 +25,15 @@
 #include "absl/types/span.h"
 #include "core/settings.h"
 #include "netemu/shaping.h"
+#include "runner/ssh_launch.h"
 
 namespace gravac::runner {
+
+// Node n's ranks: [first_rank, first_rank + local_size).
+struct NodeRanks {
+  int first_rank = 0;
+  int local_size = 0;
+};
 
 struct RunnerOptions {
   bool help_requested = false;           // --help: nothing else is filled in
@@ -42,6 +51,18 @@ struct RunnerOptions {
   std::vector<std::string> controller_args;  // extra flags for gravac-controller
   std::vector<std::string> daemon_args;      // extra flags for every gravacd
   // "{node}" in a daemon argument is replaced by the node's index (e.g. --step_log=s.{node}).
+
+  // Multi-host (-H / --hostfile; hosts.h, ssh_launch.h): node n runs on hosts[n] (empty = every
+  // node on this machine); a host that is this machine runs without ssh. Ranks fill the hosts in
+  // order: layout[n] (empty = RankLayout(np, nodes)). With hosts, `controller`, when set, is used
+  // instead of starting one. remote_env is exported for every process started over ssh (-x
+  // NAME[=VALUE]); local processes inherit gravacrun's environment.
+  std::vector<std::string> hosts;
+  std::vector<NodeRanks> layout;
+  SshOptions ssh;
+  std::vector<std::pair<std::string, std::string>> remote_env;
+  // gravacd on a host reached over ssh: these names or paths, tried in order on its PATH.
+  std::vector<std::string> remote_gravacd = {"gravacd"};
 
   std::string gravacd_path;     // "" = found next to gravacrun, in the build tree or in PATH
   std::string controller_path;  // likewise for gravac-controller
@@ -84,10 +105,6 @@ absl::StatusOr<netemu::LinkSpec> ParseLink(std::string_view text);
 
 // Node-major layout of `np` ranks over `nodes` nodes: node n holds ranks
 // [first_rank, first_rank + local_size); the first np % nodes nodes hold one rank more.
-struct NodeRanks {
-  int first_rank = 0;
-  int local_size = 0;
-};
 std::vector<NodeRanks> RankLayout(int np, int nodes);
 
 // Splits a flag string on whitespace, honouring single and double quotes ("--a 'x y'" -> 2

@@ -26,6 +26,8 @@ packages=(
   # Debian torch falls back to the reference BLAS without it (a 128x2048x1024 matmul: 0.9 s vs 0.05 s)
   libopenblas0-pthread
   iproute2 iperf3
+  # runner_ssh_netns_test: an sshd per emulated node, reached by gravacrun -H over ssh
+  openssh-server openssh-client
   prometheus
   libopenmpi-dev openmpi-bin
   # scripts/fuzz.sh and scripts/sanitize.sh: clang with its sanitizer and libFuzzer runtimes

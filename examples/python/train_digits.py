@@ -23,6 +23,7 @@ against dense and the time; --log-json FILE also writes them as JSON lines.
 """
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -73,6 +74,8 @@ def parse_args(argv):
                    help="exit 1 when the final test accuracy is below this (smoke tests)")
     p.add_argument("--log-json", default="", help="rank 0 appends one JSON line per epoch")
     p.add_argument("--threads", type=int, default=1, help="torch threads per rank")
+    p.add_argument("--print-digest", action="store_true",
+                   help="every rank prints a SHA-256 of its final parameters (replicas must agree)")
     add_gravac_args(p)
     p.add_argument("--print-gravacrun-args", action="store_true",
                    help="print the gravacrun flags for --mode and exit")
@@ -280,6 +283,11 @@ def main(argv):
         if rank == 0:
             report_epoch(args, optimizer, gravacctl, epoch, elapsed, train_loss, test_loss, acc,
                          thetas, compute_s, wait_s, steps_per_epoch)
+    if args.print_digest:
+        digest = hashlib.sha256()
+        for p in model.parameters():
+            digest.update(p.detach().contiguous().numpy().tobytes())
+        print("rank %d parameters sha256 %s" % (rank, digest.hexdigest()), flush=True)
     return finish(args, rank, acc, start, time_to_target)
 
 
