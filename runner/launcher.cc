@@ -628,7 +628,7 @@ class Job {
           std::min(kRestartDelay * (1 << std::min(controller_restarts_, 8)), kRestartDelayMax);
       Say(absl::StrFormat("controller %s; restarting it on %s in %s (restart %d of at most %d, "
                           "--controller_restarts); training continues meanwhile",
-                          DescribeExit(p.child), controller_address_, absl::FormatDuration(delay),
+                          DescribeExit(p), controller_address_, absl::FormatDuration(delay),
                           controller_restarts_ + 1, options_.controller_restarts));
       restart_at_ = absl::Now() + delay;
       return;
