@@ -9,7 +9,7 @@
 // --no-stall-check, --verbose, --num-proc), is accepted with a note because gravac needs nothing
 // for it (--gloo, --mpi, --tcp, --hierarchical-allreduce/allgather, --disable-cache,
 // --cache-capacity, --log-hide-timestamp), sets the workers' environment (-x NAME[=VALUE]), or is
-// refused with a message naming the flag, why, and what to use instead (--timeline-filename,
+// refused with a message naming the flag, why, and what to use instead (--timeline-mark-cycles,
 // autotuning, elastic training, --output-filename, ...). -H / --hosts, --hostfile, -p /
 // --ssh-port and -i / --ssh-identity-file become gravacrun's --hosts, --hostfile, --ssh_port and
 // --ssh_identity_file (a multi-host job over ssh; hosts.h, ssh_launch.h). As horovodrun, the worker
