@@ -3,7 +3,9 @@
 #include <deque>
 #include <utility>
 
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "core/absl_compat.h"
 #include "proto/grpc_status.h"
 #include "proto/job_convert.h"
 
@@ -21,10 +23,24 @@ void ToProto(const NodeEntry& in, v1::NodeInfo* out) {
 }
 
 // Join: finishes when the Coordinator answers; a joiner that goes away is removed.
+JobId FromProto(const v1::JobId& id) { return JobId{id.name(), id.run_id()}.Normalized(); }
+
+void ToProto(const JobId& in, v1::JobId* out) {
+  out->set_name(in.name);
+  out->set_run_id(in.run_id);
+}
+
+// "node 'NAME': " + the status's message, for errors a daemon's join gets.
+grpc::Status NodeError(const std::string& node, const absl::Status& status) {
+  return proto::ToGrpcStatus(
+      absl::Status(status.code(), absl::StrFormat("node '%s': %s", node, status.message())));
+}
+
 class JoinReactor final : public grpc::ServerUnaryReactor {
  public:
-  JoinReactor(Coordinator* coordinator, const v1::JoinRequest& request, v1::JoinResponse* response)
-      : coordinator_(coordinator), state_(std::make_shared<State>()) {
+  JoinReactor(std::shared_ptr<Coordinator> coordinator, const v1::JoinRequest& request,
+              v1::JoinResponse* response)
+      : coordinator_(std::move(coordinator)), state_(std::make_shared<State>()) {
     JoinRequestInfo info;
     info.node_name = request.node_name();
     info.first_rank = request.first_rank();
@@ -62,7 +78,7 @@ class JoinReactor final : public grpc::ServerUnaryReactor {
       state->ticket = ticket;
       cancel = state->cancelled && !state->finished;
     }
-    if (cancel) coordinator->CancelJoin(ticket);
+    if (cancel) coordinator_->CancelJoin(ticket);
   }
 
   void OnCancel() override {
@@ -84,14 +100,15 @@ class JoinReactor final : public grpc::ServerUnaryReactor {
     bool cancelled = false;
     bool finished = false;
   };
-  Coordinator* coordinator_;
+  std::shared_ptr<Coordinator> coordinator_;
   std::shared_ptr<State> state_;
 };
 
+// ReportStats: the job of the first batch is the stream's; a batch naming another job ends it.
 class StatsReactor final : public grpc::ServerReadReactor<v1::StatsBatch> {
  public:
-  StatsReactor(Coordinator* coordinator, Logger* log, v1::ReportStatsResponse* response)
-      : coordinator_(coordinator), log_(log), response_(response) {
+  StatsReactor(JobRegistry* jobs, Logger* log, v1::ReportStatsResponse* response)
+      : jobs_(jobs), log_(log), response_(response) {
     StartRead(&batch_);
   }
 
@@ -101,15 +118,31 @@ class StatsReactor final : public grpc::ServerReadReactor<v1::StatsBatch> {
       Finish(grpc::Status::OK);
       return;
     }
+    const JobId id = FromProto(batch_.job_id());
+    if (coordinator_ == nullptr) {
+      absl::StatusOr<std::shared_ptr<Coordinator>> found = jobs_->Find(id);
+      if (!found.ok()) {
+        Finish(proto::ToGrpcStatus(found.status()));
+        return;
+      }
+      coordinator_ = *std::move(found);
+      job_ = id;
+    } else if (id != job_) {
+      Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrFormat("stats of %s on the stream of %s", id.ToString(),
+                                          job_.ToString())));
+      return;
+    }
     for (int i = 0; i < batch_.stats_size(); ++i) {
       absl::Status s = coordinator_->ReportStats(
           proto::FromProto(batch_.stats(i), batch_.node_rank()), i == 0 ? batch_.dropped() : 0);
       if (s.code() == absl::StatusCode::kFailedPrecondition) {
-        Finish(proto::ToGrpcStatus(s));
+        Finish(proto::ToGrpcStatus(
+            absl::FailedPreconditionError(StrCat(job_.ToString(), ": ", s.message()))));
         return;
       }
       if (!s.ok()) {
-        if (log_ != nullptr) GRAVAC_LOG(*log_, kWarning, "%s", s.ToString());
+        if (log_ != nullptr) GRAVAC_LOG(*log_, kWarning, "%s: %s", job_.ToString(), s.ToString());
         continue;
       }
       ++accepted_;
@@ -119,9 +152,11 @@ class StatsReactor final : public grpc::ServerReadReactor<v1::StatsBatch> {
   void OnDone() override { delete this; }
 
  private:
-  Coordinator* coordinator_;
+  JobRegistry* jobs_;
   Logger* log_;
   v1::ReportStatsResponse* response_;
+  std::shared_ptr<Coordinator> coordinator_;  // the stream's job, from its first batch
+  JobId job_;
   v1::StatsBatch batch_;
   int64_t accepted_ = 0;
 };
@@ -129,8 +164,18 @@ class StatsReactor final : public grpc::ServerReadReactor<v1::StatsBatch> {
 class WatchReactor final : public grpc::ServerWriteReactor<v1::Decision>,
                            public DecisionSubscriber {
  public:
-  WatchReactor(Coordinator* coordinator, int node_rank) : coordinator_(coordinator) {
-    absl::StatusOr<int64_t> id = coordinator_->Subscribe(node_rank, this);
+  WatchReactor(JobRegistry* jobs, const JobId& job, int node_rank) {
+    absl::StatusOr<std::shared_ptr<Coordinator>> found = jobs->Find(job);
+    absl::StatusOr<int64_t> id = absl::UnknownError("unset");
+    if (!found.ok()) {
+      id = found.status();
+    } else {
+      coordinator_ = *std::move(found);
+      id = coordinator_->Subscribe(node_rank, this);
+      if (!id.ok()) {
+        id = absl::Status(id.status().code(), StrCat(job.ToString(), ": ", id.status().message()));
+      }
+    }
     absl::MutexLock lock(&mu_);
     if (!id.ok()) {
       FinishLocked(proto::ToGrpcStatus(id.status()));
@@ -202,7 +247,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::Decision>,
 
   static constexpr size_t kMaxQueued = 64;
 
-  Coordinator* coordinator_;
+  std::shared_ptr<Coordinator> coordinator_;  // null when the job was not found
   absl::Mutex mu_;
   int64_t id_ ABSL_GUARDED_BY(mu_) = 0;
   std::deque<JobDecision> queue_ ABSL_GUARDED_BY(mu_);
@@ -214,6 +259,21 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::Decision>,
 };
 
 }  // namespace
+
+void ToProto(const JobSummaryInfo& in, v1::JobSummary* out) {
+  ToProto(in.id, out->mutable_job_id());
+  out->set_state(JobStateName(in.state));
+  out->set_expected_nodes(in.status.expected_nodes);
+  out->set_joined_nodes(in.status.joined_nodes);
+  out->set_world_size(in.status.world_size);
+  proto::ToProto(in.status.decision, out->mutable_decision());
+  out->set_steps_observed(in.status.steps_observed);
+  out->set_last_step(in.status.last_step);
+  out->set_started_unix_s(absl::ToDoubleSeconds(in.started - absl::UnixEpoch()));
+  if (in.ended.has_value()) {
+    out->set_ended_unix_s(absl::ToDoubleSeconds(*in.ended - absl::UnixEpoch()));
+  }
+}
 
 void ToProto(const JobStatusInfo& in, v1::JobStatus* out) {
   out->set_assembled(in.assembled);
@@ -249,42 +309,92 @@ void ToProto(const JobStatusInfo& in, v1::JobStatus* out) {
   out->set_epoch_base(in.epoch_base);
 }
 
-ControllerService::ControllerService(Coordinator* coordinator, Logger* log)
-    : coordinator_(coordinator), log_(log) {}
+ControllerService::ControllerService(JobRegistry* jobs, Logger* log) : jobs_(jobs), log_(log) {}
 
-grpc::ServerUnaryReactor* ControllerService::Join(grpc::CallbackServerContext* /*context*/,
+grpc::ServerUnaryReactor* ControllerService::Join(grpc::CallbackServerContext* context,
                                                   const v1::JoinRequest* request,
                                                   v1::JoinResponse* response) {
-  return new JoinReactor(coordinator_, *request, response);
+  absl::StatusOr<std::shared_ptr<Coordinator>> coordinator =
+      jobs_->ForJoin(FromProto(request->job_id()), request->nodes());
+  if (!coordinator.ok()) {
+    if (log_ != nullptr) {
+      GRAVAC_LOG(*log_, kWarning, "join refused: node '%s': %s", request->node_name(),
+                 coordinator.status().message());
+    }
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(NodeError(request->node_name(), coordinator.status()));
+    return reactor;
+  }
+  return new JoinReactor(*std::move(coordinator), *request, response);
 }
 
 grpc::ServerReadReactor<v1::StatsBatch>* ControllerService::ReportStats(
     grpc::CallbackServerContext* /*context*/, v1::ReportStatsResponse* response) {
-  return new StatsReactor(coordinator_, log_, response);
+  return new StatsReactor(jobs_, log_, response);
 }
 
 grpc::ServerWriteReactor<v1::Decision>* ControllerService::WatchDecisions(
     grpc::CallbackServerContext* /*context*/, const v1::WatchDecisionsRequest* request) {
-  return new WatchReactor(coordinator_, request->node_rank());
+  return new WatchReactor(jobs_, FromProto(request->job_id()), request->node_rank());
 }
 
 grpc::ServerUnaryReactor* ControllerService::GetJobStatus(
-    grpc::CallbackServerContext* context, const v1::GetJobStatusRequest* /*request*/,
+    grpc::CallbackServerContext* context, const v1::GetJobStatusRequest* request,
     v1::JobStatus* response) {
-  ToProto(coordinator_->Status(), response);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<JobSummaryInfo> job = jobs_->Status(request->job_name(), request->run_id());
+  if (!job.ok()) {
+    reactor->Finish(proto::ToGrpcStatus(job.status()));
+    return reactor;
+  }
+  ToProto(job->status, response);
+  ToProto(job->id, response->mutable_job_id());
+  response->set_state(JobStateName(job->state));
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ControllerService::ListJobs(grpc::CallbackServerContext* context,
+                                                      const v1::ListJobsRequest* /*request*/,
+                                                      v1::JobList* response) {
+  for (const JobSummaryInfo& job : jobs_->List()) ToProto(job, response->add_jobs());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;
+}
+
+grpc::ServerUnaryReactor* ControllerService::Leave(grpc::CallbackServerContext* context,
+                                                   const v1::LeaveRequest* request,
+                                                   v1::LeaveResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<bool> ended = jobs_->Leave(FromProto(request->job_id()), request->node_rank());
+  if (!ended.ok()) {
+    reactor->Finish(proto::ToGrpcStatus(ended.status()));
+    return reactor;
+  }
+  response->set_job_ended(*ended);
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+std::shared_ptr<Coordinator> ControllerServer::coordinator(const JobId& id) {
+  absl::StatusOr<std::shared_ptr<Coordinator>> c = jobs_->ForJoin(id, 0);
+  return c.ok() ? *std::move(c) : nullptr;
 }
 
 absl::StatusOr<std::unique_ptr<ControllerServer>> ControllerServer::Start(
     ControllerServerOptions options) {
   std::unique_ptr<ControllerServer> server(new ControllerServer());
   Logger* log = options.coordinator.log;
-  auto coordinator = Coordinator::Create(options.coordinator);
-  if (!coordinator.ok()) return coordinator.status();
-  server->coordinator_ = std::move(coordinator).value();
-  server->service_ = std::make_unique<ControllerService>(server->coordinator_.get(), log);
+  auto jobs = JobRegistry::Create({.coordinator = options.coordinator,
+                                   .retention = options.job_retention,
+                                   .observers = options.observers});
+  if (!jobs.ok()) return jobs.status();
+  server->jobs_ = *std::move(jobs);
+  server->service_ = std::make_unique<ControllerService>(server->jobs_.get(), log);
+  // grpc.health.v1.Health for probes (Kubernetes' grpc probe): SERVING from the start; the
+  // server's Shutdown turns it to NOT_SERVING.
+  grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &server->port_);
   builder.RegisterService(server->service_.get());
@@ -303,7 +413,7 @@ absl::StatusOr<std::unique_ptr<ControllerServer>> ControllerServer::Start(
   server->options_ = std::move(options);
   server->ticker_ = std::thread([s = server.get()] { s->Tick(); });
   if (log != nullptr) {
-    GRAVAC_LOG(*log, kInfo, "listening on %s (port %d), expecting %d nodes",
+    GRAVAC_LOG(*log, kInfo, "listening on %s (port %d), %d nodes per job unless a job says",
                server->options_.listen, server->port_, server->options_.coordinator.nodes);
   }
   return server;
@@ -312,15 +422,18 @@ absl::StatusOr<std::unique_ptr<ControllerServer>> ControllerServer::Start(
 void ControllerServer::Tick() {
   while (!stop_.WaitForNotificationWithTimeout(options_.tick)) {
     const absl::Time now = absl::Now();
-    coordinator_->ExpireJoins(now);
-    coordinator_->DeliverDue(now);
+    jobs_->Tick(now);
   }
 }
 
 void ControllerServer::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
-  coordinator_->Shutdown();
+  if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+      health != nullptr) {
+    health->Shutdown();
+  }
+  jobs_->Shutdown();
   server_->Shutdown(std::chrono::system_clock::now() +
                     absl::ToChronoMilliseconds(options_.shutdown_grace));
   server_->Wait();

@@ -1,15 +1,21 @@
 // ControllerService: the thin gRPC layer of gravac-controller (gravac.v1.Controller, callback
-// API in the style of gRPC's route_guide) over a Coordinator, and ControllerServer, which owns a
-// Coordinator, the service, the grpc::Server and a ticker thread (join timeouts, delayed
-// decision deliveries). main.cc and the end-to-end tests build a ControllerServer.
+// API in the style of gRPC's route_guide) over a JobRegistry (one Coordinator per job), and
+// ControllerServer, which owns the registry, the service, the grpc::Server (with the standard
+// gRPC health service, grpc.health.v1.Health, SERVING while it serves) and a ticker thread (join
+// timeouts, delayed decision deliveries, ended jobs). main.cc and the end-to-end tests build a
+// ControllerServer.
 //
-//   Join            a unary reactor that finishes when the Coordinator answers; a client that
-//                   gives up (deadline, cancel) is removed from the waiting round.
-//   ReportStats     a read reactor feeding every entry to Coordinator::ReportStats; it ends with
-//                   FAILED_PRECONDITION when the node is not part of the job (the daemon re-joins).
-//   WatchDecisions  a write reactor subscribed to the Coordinator: one write in flight, newer
-//                   decisions queued behind it; ended with UNAVAILABLE at shutdown.
-//   GetJobStatus    a snapshot of Coordinator::Status().
+// Every call names its job (JobId); the registry picks the job's Coordinator:
+//   Join            a unary reactor that finishes when the job's Coordinator answers; a client
+//                   that gives up (deadline, cancel) is removed from the waiting round. An ended
+//                   run id fails with FAILED_PRECONDITION naming the node and the job.
+//   ReportStats     a read reactor feeding every entry to the job's Coordinator; it ends with
+//                   FAILED_PRECONDITION when the job or node is unknown (the daemon re-joins).
+//   WatchDecisions  a write reactor subscribed to the job's Coordinator: one write in flight,
+//                   newer decisions queued behind it; ended with UNAVAILABLE at shutdown.
+//   GetJobStatus    a snapshot of one job's Coordinator::Status().
+//   ListJobs        every job of the registry.
+//   Leave           a node of a job is done; the last one ends the job.
 //
 // Thread-safety: ControllerServer's methods are called from one thread (main or a test);
 // the service runs on gRPC's threads.
@@ -24,6 +30,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "controller/coordinator.h"
+#include "controller/job_registry.h"
 #include "core/logging.h"
 #include "gravac/v1/controller.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
@@ -35,8 +42,8 @@ void ToProto(const JobStatusInfo& in, gravac::v1::JobStatus* out);
 
 class ControllerService final : public gravac::v1::Controller::CallbackService {
  public:
-  // `coordinator` and `log` (may be null) must outlive the service.
-  ControllerService(Coordinator* coordinator, Logger* log);
+  // `jobs` and `log` (may be null) must outlive the service.
+  ControllerService(JobRegistry* jobs, Logger* log);
 
   grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* context,
                                  const gravac::v1::JoinRequest* request,
@@ -49,15 +56,25 @@ class ControllerService final : public gravac::v1::Controller::CallbackService {
   grpc::ServerUnaryReactor* GetJobStatus(grpc::CallbackServerContext* context,
                                          const gravac::v1::GetJobStatusRequest* request,
                                          gravac::v1::JobStatus* response) override;
+  grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* context,
+                                     const gravac::v1::ListJobsRequest* request,
+                                     gravac::v1::JobList* response) override;
+  grpc::ServerUnaryReactor* Leave(grpc::CallbackServerContext* context,
+                                  const gravac::v1::LeaveRequest* request,
+                                  gravac::v1::LeaveResponse* response) override;
 
  private:
-  Coordinator* coordinator_;
+  JobRegistry* jobs_;
   Logger* log_;
 };
 
 struct ControllerServerOptions {
   std::string listen = "127.0.0.1:0";  // host:port; port 0 picks a free port
+  // Every job's Coordinator settings (nodes: the default node count of a job); `observer` is
+  // ignored, jobs get theirs from `observers`.
   CoordinatorOptions coordinator;
+  absl::Duration job_retention = absl::Minutes(10);  // an ended job is forgotten after this
+  ObserverFactory observers;                          // per-job metrics; empty = none
   absl::Duration tick = absl::Milliseconds(5);       // join timeouts, delayed deliveries
   absl::Duration shutdown_grace = absl::Seconds(1);  // open streams get this long to end
   // The shortest interval between a daemon's keepalive pings that the server accepts while no
@@ -74,7 +91,10 @@ class ControllerServer {
   ~ControllerServer();  // Shutdown()
 
   int port() const { return port_; }
-  Coordinator* coordinator() { return coordinator_.get(); }
+  JobRegistry* jobs() { return jobs_.get(); }
+  // The Coordinator of job `id` (created when new; nullptr when it ended or the server shut
+  // down). Tests use it; the default id is the job "default" of daemons without a job identity.
+  std::shared_ptr<Coordinator> coordinator(const JobId& id = {});
 
   // Ends every decision stream (UNAVAILABLE), fails waiting joins, gives open calls
   // shutdown_grace to finish, then cancels them and stops the ticker. Idempotent.
@@ -85,7 +105,7 @@ class ControllerServer {
   void Tick();
 
   ControllerServerOptions options_;
-  std::unique_ptr<Coordinator> coordinator_;
+  std::unique_ptr<JobRegistry> jobs_;
   std::unique_ptr<ControllerService> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;

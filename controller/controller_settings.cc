@@ -24,7 +24,13 @@ constexpr SettingSpec kServerSettings[] = {
      SettingType::kString},
     {"metrics_port_file", "", "", "write the bound metrics port to this file once serving metrics",
      SettingType::kString},
-    {"nodes", "GRAVAC_NODES", "1", "daemons (nodes) expected to join", SettingType::kInt},
+    {"nodes", "GRAVAC_NODES", "1",
+     "daemons (nodes) of a job whose daemons do not say how many (gravacd --nodes)",
+     SettingType::kInt},
+    {"job_retention_s", "GRAVAC_JOB_RETENTION_S", "600",
+     "an ended job is forgotten this long after its end (its run id stays refused); a job with "
+     "no daemon connected for this long counts as ended",
+     SettingType::kDouble},
     {"join_timeout_s", "GRAVAC_JOIN_TIMEOUT_S", "120",
      "a join round fails when the job did not assemble this long after its first daemon",
      SettingType::kInt},
@@ -66,6 +72,12 @@ absl::StatusOr<ControllerServerOptions> OptionsFromSettings(const Settings& s, L
   c.log = log;
   ASSIGN_OR_RETURN(int64_t nodes, s.GetInt("nodes"));
   c.nodes = static_cast<int>(nodes);
+  ASSIGN_OR_RETURN(double retention, s.GetDouble("job_retention_s"));
+  if (!(retention > 0) || retention > 1e9) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("job_retention_s: must be > 0, got %g", retention));
+  }
+  o.job_retention = absl::Seconds(retention);
   ASSIGN_OR_RETURN(int64_t join_timeout, s.GetInt("join_timeout_s"));
   c.join_timeout = absl::Seconds(join_timeout);
   ASSIGN_OR_RETURN(c.compressor, s.GetString("compressor"));

@@ -1,7 +1,9 @@
-// gravac-controller: one per job. Rendezvous of the daemons, the GraVAC policy over their
-// combined statistics, decisions pushed to every daemon, job status for gravacctl.
+// gravac-controller: one per cluster, serving many jobs (one Coordinator and GraVAC policy per
+// job). Rendezvous of each job's daemons, the policy over their combined statistics, decisions
+// pushed to every daemon of the job, job status and the job list for gravacctl, gRPC health.
 //
-//   gravac-controller --listen=0.0.0.0:7070 --nodes=2 [--port_file=F] [policy flags]
+//   gravac-controller --listen=0.0.0.0:7070 [--nodes=2] [--job_retention_s=600] [--port_file=F]
+//                     [policy flags: every job's settings]
 //                     [--metrics_address=0.0.0.0:9470 | off] [--metrics_port_file=F]
 //
 // Prometheus metrics (controller_metrics.h) are served at http://HOST:PORT/metrics from
@@ -78,7 +80,7 @@ absl::Status Main(const Settings& s) {
   ASSIGN_OR_RETURN(std::string metrics_address, s.GetString("metrics_address"));
   ASSIGN_OR_RETURN(std::unique_ptr<MetricsEndpoint> endpoint, StartMetrics(metrics_address));
   ControllerMetrics metrics(endpoint->registry());
-  options.coordinator.observer = &metrics;
+  options.observers = [&metrics](const JobId& id) { return metrics.ForJob(id); };
   if (endpoint->serving()) {
     GRAVAC_LOG(log, kInfo, "metrics: serving on %s", endpoint->url());
   } else {
@@ -98,11 +100,15 @@ absl::Status Main(const Settings& s) {
   sigwait(&signals, &signal);
   GRAVAC_LOG(log, kInfo, "signal %d: shutting down", signal);
   server->Shutdown();
-  const JobStatusInfo status = server->coordinator()->Status();
-  GRAVAC_LOG(log, kInfo,
-             "final: %d steps observed, last step %d, decision epoch %d theta %g, bytes saved %d",
-             static_cast<int>(status.steps_observed), status.last_step, status.decision.epoch,
-             status.decision.theta, status.bytes_dense - status.bytes_sent);
+  for (const JobSummaryInfo& job : server->jobs()->List()) {
+    const JobStatusInfo& status = job.status;
+    GRAVAC_LOG(log, kInfo,
+               "final: %s (%s): %d steps observed, last step %d, decision epoch %d theta %g, "
+               "bytes saved %d",
+               job.id.ToString(), JobStateName(job.state), static_cast<int>(status.steps_observed),
+               status.last_step, status.decision.epoch, status.decision.theta,
+               status.bytes_dense - status.bytes_sent);
+  }
   return absl::OkStatus();
 }
 

@@ -66,6 +66,8 @@ absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(std::str
         "metrics off with metrics_address=off"));
   }
   endpoint->exposer_->RegisterCollectable(endpoint->registry_);
+  endpoint->health_ = std::make_shared<prometheus::Registry>();
+  endpoint->exposer_->RegisterCollectable(endpoint->health_, "/healthz");
   const std::vector<int> ports = endpoint->exposer_->GetListeningPorts();
   if (ports.empty() || ports.front() <= 0) {
     return absl::UnavailableError(StrCat("metrics: no listening port on ", bind));

@@ -11,6 +11,9 @@
 // Address forms: "host:port", ":port" (all interfaces), port 0 = any free port; "off" or "" =
 // keep the registry (components still update their metrics) but serve nothing.
 //
+// Health: the same server answers /healthz with 200 (an empty exposition) while the process
+// serves, for liveness and readiness probes (gravacd's in Kubernetes).
+//
 // Naming (docs/METRICS.md): gravac_ prefix, base units in the name (_seconds, _bytes), _total for
 // counters, bounded label values (never tensor names).
 //
@@ -54,6 +57,7 @@ class MetricsEndpoint {
   MetricsEndpoint() = default;
 
   std::shared_ptr<prometheus::Registry> registry_;
+  std::shared_ptr<prometheus::Registry> health_;  // nothing in it: /healthz answers 200
   std::unique_ptr<prometheus::Exposer> exposer_;
   std::string host_;
   int port_ = 0;

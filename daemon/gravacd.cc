@@ -25,6 +25,9 @@ constexpr absl::Duration kStopTimeout = absl::Seconds(2);  // shutdown steps aft
 
 constexpr SettingSpec kSettings[] = {
     {"controller", "GRAVAC_CONTROLLER", "", "host:port of gravac-controller (required)"},
+    {"job_name", "GRAVAC_JOB_NAME", "default", "name of the job this daemon serves"},
+    {"run_id", "GRAVAC_RUN_ID", "",
+     "run id of the job (a rerun of a name needs a new one; gravacrun generates it)"},
     {"socket", "GRAVAC_DAEMON_SOCKET", "", "Unix socket path for the local workers (required)"},
     {"socket_group", "GRAVAC_SOCKET_GROUP", "", "group allowed on the socket (mode 0660)"},
     {"local_size", "GRAVAC_LOCAL_SIZE", "1", "workers on this node", SettingType::kInt},
@@ -91,6 +94,12 @@ absl::StatusOr<GravacdOptions> GravacdOptionsFromSettings(const Settings& s) {
   ASSIGN_OR_RETURN(o.controller, s.GetString("controller"));
   if (o.controller.empty()) {
     return absl::InvalidArgumentError("--controller (GRAVAC_CONTROLLER) is required");
+  }
+  ASSIGN_OR_RETURN(o.job.name, s.GetString("job_name"));
+  ASSIGN_OR_RETURN(o.job.run_id, s.GetString("run_id"));
+  o.job = o.job.Normalized();
+  if (absl::Status bad = CheckJobId(o.job); !bad.ok()) {
+    return absl::InvalidArgumentError(StrCat("--job_name/--run_id: ", bad.message()));
   }
   ASSIGN_OR_RETURN(o.socket_path, s.GetString("socket"));
   if (o.socket_path.empty()) {
@@ -307,7 +316,9 @@ absl::Status Gravacd::Run() {
                     .first_rank = local.first_rank,
                     .local_count = local.local_size,
                     .world_size = local.world_size,
-                    .transport_address = transport->LocalAddress()});
+                    .transport_address = transport->LocalAddress(),
+                    .job = options_.job,
+                    .nodes = nodes});
   {
     absl::MutexLock lock(&mu_);
     joining_ = nullptr;
@@ -325,9 +336,11 @@ absl::Status Gravacd::Run() {
         nodes));
   }
   if (metrics != nullptr) metrics->SetJoined(node_rank, nodes);
-  GRAVAC_LOG(*log_, kInfo, "node %d of %d: ranks [%d, %d) of %d; %s transport; controller %s",
-             node_rank, nodes, local.first_rank, local.first_rank + local.local_size,
-             local.world_size, options_.transport, options_.controller);
+  GRAVAC_LOG(*log_, kInfo,
+             "%s: node %d of %d: ranks [%d, %d) of %d; %s transport; controller %s",
+             options_.job.ToString(), node_rank, nodes, local.first_rank,
+             local.first_rank + local.local_size, local.world_size, options_.transport,
+             options_.controller);
 
   absl::StatusOr<std::unique_ptr<collectives::Communicator>> comm =
       collectives::Communicator::Connect(*transport, joined->transport_addresses,
@@ -369,6 +382,12 @@ absl::Status Gravacd::Run() {
              stopping ? "stop requested" : "all local workers shut down");
   absl::Status shutdown = engine->Shutdown(stopping ? kStopTimeout : options_.shutdown_timeout);
   client->Shutdown();
+  if (absl::StatusOr<bool> left = client->Leave(); !left.ok()) {
+    GRAVAC_LOG(*log_, kWarning, "%s: leaving: %s", options_.job.ToString(),
+               left.status().ToString());
+  } else if (*left) {
+    GRAVAC_LOG(*log_, kInfo, "%s ended (this was its last node)", options_.job.ToString());
+  }
   server->Stop();
   if (!shutdown.ok() && !stopping) return Context(shutdown, "shutting the engine down");
   return absl::OkStatus();

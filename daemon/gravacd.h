@@ -42,6 +42,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "core/job_id.h"
 #include "core/logging.h"
 #include "core/metrics.h"
 #include "core/settings.h"
@@ -52,6 +53,7 @@ class ControllerClient;
 
 struct GravacdOptions {
   std::string controller;    // host:port of gravac-controller
+  JobId job;                 // the job this daemon serves (name "" = "default")
   std::string socket_path;   // the workers' Unix socket
   std::string socket_group;  // "" = socket mode 0600
   int local_size = 1;        // workers expected on this node

@@ -324,6 +324,8 @@ class Job {
     controller_metrics_port_ = metrics_port;
     controller_address_ = wildcard ? HostPort("127.0.0.1", port) : StrCat(host, ":", port);
     std::string ctl = StrCat("gravacctl status --controller ", controller_address_);
+    if (!options_.job.name.empty()) ctl = StrCat(ctl, " --job ", options_.job.name);
+    if (!options_.job.run_id.empty()) ctl = StrCat(ctl, " --run_id ", options_.job.run_id);
     Say(StrCat("controller listening on ", controller_address_, "; status: ",
                cluster_ ? StrCat("ip netns exec ", cluster_->node_namespace(0), " ") : "", ctl));
     if (options_.metrics) {
@@ -456,6 +458,8 @@ class Job {
                                        StrCat("--node_name=", NodeName(n)),
                                        StrCat("--node_rank=", n),
                                        StrCat("--nodes=", options_.nodes)};
+      if (!options_.job.name.empty()) argv.push_back(StrCat("--job_name=", options_.job.name));
+      if (!options_.job.run_id.empty()) argv.push_back(StrCat("--run_id=", options_.job.run_id));
       std::vector<std::string> metrics =
           MetricsArgs(remote ? "0.0.0.0" : DaemonHost(n), metrics_files.back());
       argv.insert(argv.end(), metrics.begin(), metrics.end());
@@ -538,6 +542,8 @@ class Job {
             {"GRAVAC_LOCAL_RANK", StrCat(local)}, {"GRAVAC_LOCAL_SIZE", StrCat(node.local_size)},
             {"GRAVAC_NODE_RANK", StrCat(n)},      {"GRAVAC_DAEMON_SOCKET", socket}};
         if (!controller.empty()) env.emplace_back("GRAVAC_CONTROLLER", controller);
+        if (!options_.job.name.empty()) env.emplace_back("GRAVAC_JOB_NAME", options_.job.name);
+        if (!options_.job.run_id.empty()) env.emplace_back("GRAVAC_RUN_ID", options_.job.run_id);
         RETURN_IF_ERROR(
             Start(Role::kWorker, rank, StrCat("rank ", rank), options_.command, env, n).status());
       }

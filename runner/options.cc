@@ -47,6 +47,10 @@ constexpr SettingSpec kOwnSettings[] = {
      "extra ssh words, e.g. \"-o StrictHostKeyChecking=accept-new -l trainer\""},
     {"ssh_connect_timeout_s", "", "10", "limit for ssh to connect to a host",
      SettingType::kDouble},
+    {"job_name", "GRAVAC_JOB_NAME", "gravacrun", "the job's name (every gravacd and worker gets it)"},
+    {"run_id", "GRAVAC_RUN_ID", "",
+     "the job's run id; empty = a fresh one per launch (with --node: the one the node's gravacd "
+     "serves, none if empty)"},
     {"controller_args", "", "", "extra flags for gravac-controller, e.g. \"--window 5\""},
     {"daemon_args", "", "", "extra flags for every gravacd ({node} = node index)"},
     {"gravacd_path", "GRAVACRUN_GRAVACD", "", "gravacd binary (default: next to gravacrun)"},
@@ -414,6 +418,13 @@ absl::StatusOr<RunnerOptions> ParseRunnerArgs(absl::Span<const char* const> args
     return absl::InvalidArgumentError(absl::StrFormat("--node must be -1 or >= 0, got %d", node));
   }
 
+  ASSIGN_OR_RETURN(options.job.name, s.GetString("job_name"));
+  ASSIGN_OR_RETURN(options.job.run_id, s.GetString("run_id"));
+  if (options.job.run_id.empty() && options.node < 0) options.job.run_id = GenerateRunId();
+  if (absl::Status bad = CheckJobId(options.job); !bad.ok() || options.job.name.empty()) {
+    return absl::InvalidArgumentError(
+        StrCat("--job_name/--run_id: ", bad.ok() ? "the name is empty" : bad.message()));
+  }
   ASSIGN_OR_RETURN(options.gravacd_path, s.GetString("gravacd_path"));
   ASSIGN_OR_RETURN(options.controller_path, s.GetString("controller_path"));
   ASSIGN_OR_RETURN(options.run_dir, s.GetString("run_dir"));

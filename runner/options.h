@@ -24,6 +24,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "core/settings.h"
+#include "core/job_id.h"
 #include "netemu/shaping.h"
 #include "runner/ssh_launch.h"
 
@@ -41,6 +42,9 @@ struct RunnerOptions {
   int nodes = 1;                         // daemons (emulated nodes)
   std::optional<netemu::LinkSpec> link;  // set: every node in its own shaped namespace
   std::vector<std::string> command;      // the worker command (after "--")
+  // The job's identity, given to every gravacd and worker (GRAVAC_JOB_NAME, GRAVAC_RUN_ID). The
+  // run id is generated per launch (core/job_id.h GenerateRunId) unless given.
+  JobId job;
 
   // >= 0: start only node `node`'s workers of a job whose controller and gravacd run elsewhere
   // (Kubernetes, by hand), with that gravacd's socket; no controller, daemon or cluster.

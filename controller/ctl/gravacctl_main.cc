@@ -1,10 +1,13 @@
-// gravacctl: inspect a running gravac job through its controller.
+// gravacctl: inspect the jobs of a gravac controller.
 //
-//   gravacctl status --controller host:port [--json] [--timeout_s 5]
+//   gravacctl jobs --controller host:port [--json] [--timeout_s 5]
+//   gravacctl status --controller host:port [--job NAME [--run_id RUN]] [--json] [--timeout_s 5]
 //
-// Prints the nodes and their ranks, the θ in force, the search state, the gains, the throughput
-// and the bytes saved. Exit code 0 on success, 1 when the controller cannot be reached or the
-// command line is wrong.
+// `jobs` lists every job the controller knows (running, assembling, ended and not yet
+// forgotten). `status` prints one job (its newest run, or --run_id's; without --job the only job,
+// or "default"): the nodes and their ranks, the θ in force, the search state, the gains, the
+// throughput and the bytes saved. Exit code 0 on success, 1 when the controller cannot be
+// reached, the job is unknown or the command line is wrong.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -23,15 +26,32 @@ namespace {
 
 constexpr SettingSpec kSettings[] = {
     {"controller", "GRAVAC_CONTROLLER", "", "host:port of gravac-controller", SettingType::kString},
+    {"job", "GRAVAC_JOB_NAME", "", "status: the job's name", SettingType::kString},
+    {"run_id", "", "", "status: the run of the job (default: its newest)", SettingType::kString},
     {"json", "", "false", "print the status as JSON", SettingType::kBool},
     {"timeout_s", "", "5", "give up after this many seconds", SettingType::kInt},
 };
 
-constexpr char kUsage[] = "usage: gravacctl status --controller host:port [--json]\n";
+constexpr char kUsage[] =
+    "usage: gravacctl status --controller host:port [--job NAME [--run_id RUN]] [--json]\n"
+    "       gravacctl jobs --controller host:port [--json]\n";
+
+absl::Status Print(bool json, const google::protobuf::Message& message, const std::string& table) {
+  if (json) {
+    ASSIGN_OR_RETURN(std::string text, FormatJson(message));
+    std::fputs(text.c_str(), stdout);
+    std::fputs("\n", stdout);
+  } else {
+    std::fputs(table.c_str(), stdout);
+  }
+  return absl::OkStatus();
+}
 
 absl::Status Main(const Settings& s) {
   const std::vector<std::string>& args = s.positional();
-  if (args.size() != 1 || args[0] != "status") return absl::InvalidArgumentError(kUsage);
+  if (args.size() != 1 || (args[0] != "status" && args[0] != "jobs")) {
+    return absl::InvalidArgumentError(kUsage);
+  }
   ASSIGN_OR_RETURN(std::string address, s.GetString("controller"));
   if (address.empty()) {
     return absl::InvalidArgumentError("--controller (or GRAVAC_CONTROLLER) is required");
@@ -43,19 +63,23 @@ absl::Status Main(const Settings& s) {
   grpc::ClientContext ctx;
   ctx.set_wait_for_ready(true);
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(timeout_s)));
+  if (args[0] == "jobs") {
+    gravac::v1::JobList list;
+    grpc::Status rpc = stub->ListJobs(&ctx, gravac::v1::ListJobsRequest(), &list);
+    if (!rpc.ok()) {
+      return proto::FromGrpcStatus(rpc, absl::StrFormat("jobs from controller %s", address));
+    }
+    return Print(json, list, FormatJobsTable(list));
+  }
+  gravac::v1::GetJobStatusRequest request;
+  ASSIGN_OR_RETURN(*request.mutable_job_name(), s.GetString("job"));
+  ASSIGN_OR_RETURN(*request.mutable_run_id(), s.GetString("run_id"));
   gravac::v1::JobStatus status;
-  grpc::Status rpc = stub->GetJobStatus(&ctx, gravac::v1::GetJobStatusRequest(), &status);
+  grpc::Status rpc = stub->GetJobStatus(&ctx, request, &status);
   if (!rpc.ok()) {
     return proto::FromGrpcStatus(rpc, absl::StrFormat("status from controller %s", address));
   }
-  if (json) {
-    ASSIGN_OR_RETURN(std::string text, FormatStatusJson(status));
-    std::fputs(text.c_str(), stdout);
-    std::fputs("\n", stdout);
-  } else {
-    std::fputs(FormatStatusTable(status).c_str(), stdout);
-  }
-  return absl::OkStatus();
+  return Print(json, status, FormatStatusTable(status));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace gravac::ctl {
@@ -61,6 +62,10 @@ std::string HumanBytes(double bytes) {
 std::string FormatStatusTable(const gravac::v1::JobStatus& s) {
   std::string out;
   const gravac::v1::JobConfig& job = s.job();
+  if (!s.job_id().name().empty()) {
+    out += absl::StrFormat("name:       %s, run %s, %s\n", s.job_id().name(),
+                           s.job_id().run_id().empty() ? "-" : s.job_id().run_id(), s.state());
+  }
   out += absl::StrFormat("job:        %s, %d of %d nodes, world size %d\n",
                          s.assembled() ? "assembled" : "assembling", s.joined_nodes(),
                          s.expected_nodes(), s.world_size());
@@ -117,15 +122,34 @@ std::string FormatStatusTable(const gravac::v1::JobStatus& s) {
   return out;
 }
 
-absl::StatusOr<std::string> FormatStatusJson(const gravac::v1::JobStatus& status) {
+std::string FormatJobsTable(const gravac::v1::JobList& list) {
+  std::vector<std::vector<std::string>> rows = {
+      {"JOB", "RUN", "STATE", "NODES", "RANKS", "THETA", "PHASE", "STEPS", "STARTED (UTC)"}};
+  for (const gravac::v1::JobSummary& j : list.jobs()) {
+    rows.push_back({j.job_id().name(), j.job_id().run_id().empty() ? "-" : j.job_id().run_id(),
+                    j.state(), absl::StrFormat("%d/%d", j.joined_nodes(), j.expected_nodes()),
+                    absl::StrFormat("%d", j.world_size()), Theta(j.decision().theta()),
+                    j.decision().phase(), absl::StrFormat("%d", j.steps_observed()),
+                    absl::FormatTime("%Y-%m-%d %H:%M:%S",
+                                     absl::FromUnixSeconds(static_cast<int64_t>(j.started_unix_s())),
+                                     absl::UTCTimeZone())});
+  }
+  return Table(rows);
+}
+
+absl::StatusOr<std::string> FormatJson(const google::protobuf::Message& message) {
   google::protobuf::util::JsonPrintOptions options;
   options.add_whitespace = true;
   options.always_print_primitive_fields = true;
   options.preserve_proto_field_names = true;
   std::string out;
-  auto s = google::protobuf::util::MessageToJsonString(status, &out, options);
+  auto s = google::protobuf::util::MessageToJsonString(message, &out, options);
   if (!s.ok()) return absl::InternalError(std::string("status to JSON: ") + s.ToString());
   return out;
+}
+
+absl::StatusOr<std::string> FormatStatusJson(const gravac::v1::JobStatus& status) {
+  return FormatJson(status);
 }
 
 }  // namespace gravac::ctl

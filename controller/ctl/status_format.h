@@ -1,4 +1,4 @@
-// Rendering of gravac.v1.JobStatus for gravacctl: a readable table, or JSON.
+// Rendering of gravac.v1.JobStatus and gravac.v1.JobList for gravacctl: readable tables, or JSON.
 //
 // Thread-safety: stateless functions.
 #ifndef GRAVAC_CONTROLLER_CTL_STATUS_FORMAT_H_
@@ -17,6 +17,10 @@ std::string FormatStatusTable(const gravac::v1::JobStatus& status);
 
 // The whole message as JSON (proto3 JSON mapping, every field printed, snake_case names).
 absl::StatusOr<std::string> FormatStatusJson(const gravac::v1::JobStatus& status);
+absl::StatusOr<std::string> FormatJson(const google::protobuf::Message& message);
+
+// One row per job: name, run id, state, nodes joined/expected, ranks, θ, phase, steps, start.
+std::string FormatJobsTable(const gravac::v1::JobList& list);
 
 // "1.5 KiB", "23.0 MiB", ...
 std::string HumanBytes(double bytes);

@@ -46,6 +46,7 @@ class ControllerClient::Impl {
   }
   void Report(const NodeStepStats& stats);
   void Shutdown();
+  absl::StatusOr<bool> Leave();
 
   int64_t dropped() const {
     absl::MutexLock lock(&mu_);
@@ -143,8 +144,17 @@ absl::StatusOr<v1::JoinResponse> ControllerClient::Impl::CallJoin(const v1::Join
   return response;
 }
 
+namespace {
+void SetJobId(const JobId& id, v1::JobId* out) {
+  out->set_name(id.name);
+  out->set_run_id(id.run_id);
+}
+}  // namespace
+
 absl::StatusOr<JoinResult> ControllerClient::Impl::Join(const JoinInfo& info) {
   v1::JoinRequest request;
+  SetJobId(info.job, request.mutable_job_id());
+  request.set_nodes(info.nodes);
   request.set_node_name(info.node_name);
   request.set_first_rank(info.first_rank);
   request.set_local_count(info.local_count);
@@ -196,6 +206,8 @@ bool ControllerClient::Impl::Rejoin() {
   int node_rank = 0;
   {
     absl::MutexLock lock(&mu_);
+    SetJobId(info_.job, request.mutable_job_id());
+    request.set_nodes(info_.nodes);
     request.set_node_name(info_.node_name);
     request.set_first_rank(info_.first_rank);
     request.set_local_count(info_.local_count);
@@ -253,6 +265,7 @@ void ControllerClient::Impl::WatchLoop() {
     {
       absl::MutexLock lock(&mu_);
       request.set_node_rank(joined_.node_rank);
+      SetJobId(info_.job, request.mutable_job_id());
     }
     std::unique_ptr<grpc::ClientReader<v1::Decision>> reader = stub_->WatchDecisions(&ctx, request);
     v1::Decision decision;
@@ -328,6 +341,7 @@ void ControllerClient::Impl::StatsLoop() {
       if (queue_.empty()) continue;
       n = std::min(queue_.size(), options_.stats_batch_size);
       batch.set_node_rank(joined_.node_rank);
+      SetJobId(info_.job, batch.mutable_job_id());
       batch.set_dropped(dropped_unreported_);
       for (size_t i = 0; i < n; ++i) proto::ToProto(queue_[i], batch.add_stats());
       in_flight_ = n;
@@ -396,6 +410,26 @@ void ControllerClient::Impl::Shutdown() {
                     static_cast<int>(reconnects_));
 }
 
+absl::StatusOr<bool> ControllerClient::Impl::Leave() {
+  v1::LeaveRequest request;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!has_joined_) return absl::FailedPreconditionError("leave: the node never joined");
+    SetJobId(info_.job, request.mutable_job_id());
+    request.set_node_rank(joined_.node_rank);
+  }
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.shutdown_timeout));
+  v1::LeaveResponse response;
+  grpc::Status status = stub_->Leave(&ctx, request, &response);
+  if (!status.ok()) {
+    return proto::FromGrpcStatus(status, absl::StrFormat("leave %s at controller %s",
+                                                         request.job_id().name(),
+                                                         options_.address));
+  }
+  return response.job_ended();
+}
+
 absl::StatusOr<std::unique_ptr<ControllerClient>> ControllerClient::Create(
     ControllerClientOptions options) {
   if (options.address.empty()) {
@@ -419,6 +453,7 @@ void ControllerClient::Start() { impl_->Start(); }
 JobDecision ControllerClient::Newest() const { return impl_->Newest(); }
 void ControllerClient::Report(const NodeStepStats& stats) { impl_->Report(stats); }
 void ControllerClient::Shutdown() { impl_->Shutdown(); }
+absl::StatusOr<bool> ControllerClient::Leave() { return impl_->Leave(); }
 int64_t ControllerClient::dropped_stats() const { return impl_->dropped(); }
 int64_t ControllerClient::sent_stats() const { return impl_->sent(); }
 int64_t ControllerClient::reconnects() const { return impl_->reconnects(); }

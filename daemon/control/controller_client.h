@@ -28,6 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "core/job_id.h"
 #include "core/logging.h"
 #include "daemon/daemon_metrics.h"
 #include "daemon/engine/protocol.h"
@@ -64,6 +65,8 @@ struct JoinInfo {
   int world_size = 0;             // workers in the job
   std::string transport_address;  // opaque data-plane address blob of this daemon
   uint32_t data_plane_protocol = kDataPlaneProtocol;  // must be the same on every node
+  JobId job = {};  // the job this daemon serves (every call names it)
+  int nodes = 0;   // nodes of the job; 0 = the controller's default
 };
 
 // What the controller answers once every daemon joined.
@@ -101,6 +104,11 @@ class ControllerClient : public DecisionSource, public StatsSink {
 
   // Flushes queued stats (bounded by shutdown_timeout), stops the threads. Idempotent.
   void Shutdown();
+
+  // Tells the controller this node's part of the job is over (after Shutdown; the job ends when
+  // its last node left). Blocks at most shutdown_timeout. Precondition: Join succeeded. Returns
+  // whether the job ended, or the controller's error.
+  absl::StatusOr<bool> Leave();
 
   // Stats entries dropped because the queue was full (the controller was away).
   int64_t dropped_stats() const;

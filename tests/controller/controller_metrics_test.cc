@@ -29,14 +29,36 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::SizeIs;
 
-// Every sample line of the text format: series (name{labels}) -> value.
-std::map<std::string, double> Samples(const std::string& text) {
+// The series name without the labels of the fixture's job (job_name="default", run_id=""), so
+// the expectations below read as for one job.
+std::string WithoutJobLabels(std::string series) {
+  for (const std::string label : {"job_name=\"default\"", "run_id=\"\""}) {
+    const size_t at = series.find(label);
+    if (at == std::string::npos) continue;
+    size_t len = label.size();
+    if (at + len < series.size() && series[at + len] == ',') {
+      ++len;
+    } else if (at > 0 && series[at - 1] == ',') {
+      series.erase(at - 1, len + 1);
+      continue;
+    }
+    series.erase(at, len);
+  }
+  const size_t empty = series.find("{}");
+  if (empty != std::string::npos) series.erase(empty, 2);
+  return series;
+}
+
+// Every sample line of the text format: series (name{labels}) -> value. With `strip_job`, the
+// fixture's job labels are left out of the names.
+std::map<std::string, double> Samples(const std::string& text, bool strip_job = true) {
   std::map<std::string, double> out;
   for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
     if (line.front() == '#') continue;
     const size_t space = line.rfind(' ');
     if (space == absl::string_view::npos) continue;
-    out[std::string(line.substr(0, space))] =
+    std::string series(line.substr(0, space));
+    out[strip_job ? WithoutJobLabels(series) : series] =
         std::strtod(std::string(line.substr(space + 1)).c_str(), nullptr);
   }
   return out;
@@ -99,11 +121,12 @@ class ControllerMetricsTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_OK_AND_ASSIGN(endpoint_, MetricsEndpoint::Start("off"));
     metrics_ = std::make_unique<ControllerMetrics>(endpoint_->registry());
+    observer_ = metrics_->ForJob(JobId{"default", ""});
   }
 
   std::unique_ptr<Coordinator> Make(int nodes, std::string compressor = "topk",
                                     std::string sparse_values = "fp32") {
-    CoordinatorOptions o = Options(nodes, metrics_.get());
+    CoordinatorOptions o = Options(nodes, observer_.get());
     o.compressor = std::move(compressor);
     o.sparse_values = std::move(sparse_values);
     auto c = Coordinator::Create(std::move(o));
@@ -140,6 +163,7 @@ class ControllerMetricsTest : public ::testing::Test {
 
   std::unique_ptr<MetricsEndpoint> endpoint_;
   std::unique_ptr<ControllerMetrics> metrics_;
+  std::unique_ptr<CoordinatorObserver> observer_;  // the job "default"
 };
 
 TEST_F(ControllerMetricsTest, ConfigurationMembershipAndStreams) {
@@ -296,7 +320,8 @@ TEST_F(ControllerMetricsTest, CountersKeepCountingAcrossARestartedController) {
     ASSERT_GE(first_epochs, 1);
     EXPECT_EQ(Value("gravac_job_steps_total"), 12);
     EXPECT_THAT(Text(),
-                HasSubstr("gravac_compression_throughput_samples_per_second{theta=\"10\"}"));
+                HasSubstr("gravac_compression_throughput_samples_per_second{job_name=\"default\","
+                          "run_id=\"\",theta=\"10\"}"));
   }
   // A new controller in the same process, on the same metrics: the daemons re-join with the
   // epochs the first one published; it continues above them.
@@ -339,6 +364,32 @@ TEST_F(ControllerMetricsTest, CountersKeepCountingAcrossARestartedController) {
     if (series.starts_with("gravac_controller_info{")) ++info_series;
   }
   EXPECT_EQ(info_series, 1);
+}
+
+// Two jobs on one registry: each job's series carry its job_name and run_id, move only with its
+// own Coordinator, and go away when the job's observer does (the job was forgotten).
+TEST_F(ControllerMetricsTest, EveryJobHasItsOwnSeries) {
+  auto a = Make(2);  // the fixture's job "default"
+  std::unique_ptr<CoordinatorObserver> other = metrics_->ForJob(JobId{"resnet", "r2"});
+  ASSERT_OK_AND_ASSIGN(auto b, Coordinator::Create(Options(1, other.get())));
+  Assemble(*a, 2);
+  Assemble(*b, 1);
+  Feed(*b, 1, 0, 5);
+  const std::map<std::string, double> all = Samples(Text(), /*strip_job=*/false);
+  auto value = [&](const std::string& series) {
+    auto it = all.find(series);
+    EXPECT_NE(it, all.end()) << "no series " << series << " in\n" << Text();
+    return it == all.end() ? -1.0 : it->second;
+  };
+  EXPECT_EQ(value("gravac_job_steps_total{job_name=\"resnet\",run_id=\"r2\"}"), 5);
+  EXPECT_EQ(value("gravac_job_steps_total{job_name=\"default\",run_id=\"\"}"), 0);
+  EXPECT_EQ(value("gravac_expected_nodes{job_name=\"resnet\",run_id=\"r2\"}"), 1);
+  EXPECT_EQ(value("gravac_expected_nodes{job_name=\"default\",run_id=\"\"}"), 2);
+  EXPECT_EQ(value("gravac_world_size{job_name=\"resnet\",run_id=\"r2\"}"), 2);
+  b.reset();
+  other.reset();
+  EXPECT_THAT(Text(), Not(HasSubstr("job_name=\"resnet\"")));
+  EXPECT_THAT(Text(), HasSubstr("gravac_job_steps_total{job_name=\"default\",run_id=\"\"} 0"));
 }
 
 TEST_F(ControllerMetricsTest, EveryFamilyHasHelpAndCountersEndInTotal) {

@@ -211,5 +211,117 @@ TEST(Gravacctl, StatusOfARunningController) {
   RunCommand("rm -rf " + dir);
 }
 
+// One controller process, two jobs at once (each one node, its own ControllerClient as a
+// daemon's): each job's steps move only its own policy; `gravacctl jobs` lists both and
+// `gravacctl status --job` shows each; after a job's node leaves, the job is ended and a daemon
+// naming its run id again is refused naming the node and the job, while the other job runs on;
+// a rerun with a new run id is a new job.
+TEST(Gravacctl, OneControllerServesSeveralJobs) {
+  const std::string dir = ::testing::TempDir() + absl::StrFormat("/gravacctl_jobs_%d", getpid());
+  ASSERT_EQ(RunCommand("mkdir -p " + dir).exit_code, 0);
+  const std::string port_file = dir + "/port";
+  const std::string log_file = dir + "/controller.log";
+  unlink(port_file.c_str());
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int fd = open(log_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 2);
+    execl(CONTROLLER_PATH, CONTROLLER_PATH, "--listen", "127.0.0.1:0", "--port_file",
+          port_file.c_str(), "--nodes", "1", "--window", "2", "--eval_steps", "4", "--theta_max",
+          "40", "--epsilon", "0.5", "--alpha", "0", "--min_dwell", "0", "--metrics_address", "off",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int port = 0;
+  for (int i = 0; i < 2000 && port == 0; ++i) {
+    std::ifstream in(port_file);
+    if (!(in >> port)) port = 0;
+    if (port == 0) absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_GT(port, 0) << ReadFile(log_file);
+  const std::string address = absl::StrFormat("127.0.0.1:%d", port);
+  const std::string ctl = std::string(GRAVACCTL_PATH) + " --controller " + address + " ";
+
+  auto join = [&](const std::string& name, const std::string& run) {
+    daemon::ControllerClientOptions o;
+    o.address = address;
+    o.join_timeout = absl::Seconds(10);
+    auto client = daemon::ControllerClient::Create(o);
+    EXPECT_THAT(client, IsOk());
+    daemon::JoinInfo info{"node-0", 0, 2, 2, "address-blob"};
+    info.job = {name, run};
+    info.nodes = 1;
+    auto joined = (*client)->Join(info);
+    return std::make_pair(std::move(client).value(), joined.status());
+  };
+  auto [a, a_joined] = join("alpha", "r1");
+  ASSERT_THAT(a_joined, IsOk());
+  auto [b, b_joined] = join("beta", "r1");
+  ASSERT_THAT(b_joined, IsOk());
+  a->Start();
+  b->Start();
+  // Job alpha runs 12 steps; beta 3. Each follows its own decisions.
+  auto run = [&](daemon::ControllerClient& c, const std::string& name, int from, int to) {
+    for (int64_t step = from; step < to; ++step) {
+      const daemon::JobDecision d = c.Newest();
+      c.Report(
+          {0, step, d.theta, d.theta_candidate, 1.0, 0.9, 0.8, 0.05, 32, 1000, 10000, d.epoch});
+      for (int i = 0; i < 400; ++i) {
+        CommandResult r = RunCommand(ctl + "status --json --job " + name);
+        if (r.output.find(absl::StrFormat("\"last_step\": \"%d\"", step)) !=
+            std::string::npos) {
+          break;
+        }
+        absl::SleepFor(absl::Milliseconds(5));
+      }
+    }
+  };
+  run(*a, "alpha", 0, 12);
+  run(*b, "beta", 0, 3);
+  CommandResult jobs = RunCommand(ctl + "jobs");
+  EXPECT_EQ(jobs.exit_code, 0) << jobs.output;
+  EXPECT_THAT(jobs.output, HasSubstr("JOB"));
+  EXPECT_THAT(jobs.output, HasSubstr("alpha"));
+  EXPECT_THAT(jobs.output, HasSubstr("beta"));
+  CommandResult alpha = RunCommand(ctl + "status --job alpha");
+  EXPECT_THAT(alpha.output, HasSubstr("name:       alpha, run r1, running"));
+  EXPECT_THAT(alpha.output, HasSubstr("12 observed, last step 11"));
+  EXPECT_THAT(alpha.output, Not(HasSubstr("epoch 0 ")));
+  CommandResult beta = RunCommand(ctl + "status --job beta");
+  EXPECT_THAT(beta.output, HasSubstr("3 observed, last step 2"));
+  EXPECT_THAT(beta.output, HasSubstr("epoch 1 "));  // beta's own warm-up ended; nothing of alpha's
+  EXPECT_GT(a->Newest().epoch, b->Newest().epoch);
+  CommandResult none = RunCommand(ctl + "status --job gamma");
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_THAT(none.output, HasSubstr("job 'gamma' is not known"));
+
+  // alpha's node leaves: alpha ended; its run id is refused, beta runs on.
+  a->Shutdown();
+  ASSERT_OK_AND_ASSIGN(bool ended, a->Leave());
+  EXPECT_TRUE(ended);
+  EXPECT_THAT(RunCommand(ctl + "status --job alpha").output, HasSubstr("run r1, ended"));
+  auto [again, again_joined] = join("alpha", "r1");
+  EXPECT_EQ(again_joined.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(again_joined.message(), HasSubstr("node 'node-0'"));
+  EXPECT_THAT(again_joined.message(), HasSubstr("job 'alpha' run 'r1' ended"));
+  run(*b, "beta", 3, 5);
+  EXPECT_THAT(RunCommand(ctl + "status --job beta").output, HasSubstr("5 observed, last step 4"));
+  auto [rerun, rerun_joined] = join("alpha", "r2");
+  EXPECT_THAT(rerun_joined, IsOk());
+  EXPECT_THAT(RunCommand(ctl + "status --job alpha").output, HasSubstr("run r2, running"));
+  EXPECT_THAT(RunCommand(ctl + "status --job alpha --run_id r1").output,
+              HasSubstr("12 observed"));
+
+  b->Shutdown();
+  rerun->Shutdown();
+  ASSERT_EQ(kill(pid, SIGTERM), 0);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << ReadFile(log_file);
+  EXPECT_THAT(ReadFile(log_file), HasSubstr("job 'alpha' run 'r1' ended"));
+  RunCommand("rm -rf " + dir);
+}
+
 }  // namespace
 }  // namespace gravac::ctl

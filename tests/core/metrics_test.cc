@@ -72,6 +72,11 @@ TEST(MetricsEndpoint, ServesTheRegistryOverHttpOnAPickedPort) {
   EXPECT_THAT(response, HasSubstr("200 OK"));
   EXPECT_THAT(response, HasSubstr("# TYPE gravac_test_events_total counter"));
   EXPECT_THAT(response, HasSubstr("gravac_test_events_total{kind=\"a\"} 3"));
+  // The health endpoint of probes: 200 while serving, none of the metrics.
+  const std::string health = HttpGet(endpoint->port(), "/healthz");
+  EXPECT_THAT(health, HasSubstr("200 OK"));
+  EXPECT_THAT(health, ::testing::Not(HasSubstr("gravac_test_events_total")));
+  EXPECT_THAT(HttpGet(endpoint->port(), "/nothing"), ::testing::Not(HasSubstr("200 OK")));
 }
 
 TEST(MetricsEndpoint, ABusyPortIsUnavailableWithAHint) {

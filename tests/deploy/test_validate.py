@@ -157,10 +157,15 @@ def operations_problems(objects):
                 missing = {"cpu", "memory"} - set(resources.get(kind, {}))
                 if missing:
                     problems.append("%s: no %s for %s" % (at, kind, sorted(missing)))
+            numbers = {p.get("containerPort") for x in all_containers(spec)
+                       for p in x.get("ports", [])}
             for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
-                port = c.get(probe, {}).get("tcpSocket", {}).get("port")
-                if port is not None and port not in ports:
-                    problems.append("%s: %s on port %r that no container names" % (at, probe, port))
+                handler = c.get(probe, {})
+                port = next((handler[k].get("port") for k in ("tcpSocket", "httpGet", "grpc")
+                             if k in handler), None)
+                if port is not None and port not in ports and port not in numbers:
+                    problems.append("%s: %s on port %r that no container names or opens"
+                                    % (at, probe, port))
         if o["kind"] == "Deployment":
             for c in spec["containers"]:
                 if "readinessProbe" not in c or "livenessProbe" not in c:
@@ -551,7 +556,7 @@ BROKEN = {
     "no limits": (delete_in(lambda o: pod_spec(workers_of(o))["containers"][0]["resources"],
                             "limits"), "no limits"),
     "probe on a missing port": (lambda o: controller_container(o)["livenessProbe"][
-        "tcpSocket"].update(port="grcp"), "no container names"),
+        "grpc"].update(port=7461), "no container names"),
     "no liveness probe": (delete_in(controller_container, "livenessProbe"), "liveness"),
     "no TTL": (delete_in(lambda o: workers_of(o)["spec"], "ttlSecondsAfterFinished"),
                "ttlSecondsAfterFinished"),

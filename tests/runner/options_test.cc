@@ -71,6 +71,20 @@ TEST(ParseRunnerArgsTest, MinimalCommandLine) {
   EXPECT_THAT(o.daemon_args, IsEmpty());
 }
 
+// Every launch is a new run of its job: a fresh run id unless one is given.
+TEST(ParseRunnerArgsTest, JobNameAndAFreshRunIdPerLaunch) {
+  ASSERT_OK_AND_ASSIGN(RunnerOptions a, Parse({"-np", "2", "--", "true"}));
+  ASSERT_OK_AND_ASSIGN(RunnerOptions b, Parse({"-np", "2", "--", "true"}));
+  EXPECT_EQ(a.job.name, "gravacrun");
+  EXPECT_FALSE(a.job.run_id.empty());
+  EXPECT_NE(a.job.run_id, b.job.run_id);
+  ASSERT_OK_AND_ASSIGN(RunnerOptions c,
+                       Parse({"-np", "2", "--job_name", "resnet", "--run_id", "r7", "--", "true"}));
+  EXPECT_EQ(c.job, (JobId{"resnet", "r7"}));
+  EXPECT_THAT(Parse({"-np", "2", "--job_name", "a/b", "--", "true"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--job_name")));
+}
+
 TEST(ParseRunnerArgsTest, MetricsOnByDefaultOffOnRequestAndSdFile) {
   ASSERT_OK_AND_ASSIGN(RunnerOptions o, Parse({"-np", "2", "--", "true"}));
   EXPECT_TRUE(o.metrics);

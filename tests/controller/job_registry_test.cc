@@ -1,0 +1,175 @@
+// JobRegistry: one Coordinator per job, ended run ids refused, ended jobs forgotten, status by
+// name. Driven directly (no gRPC), with real Coordinators.
+#include "controller/job_registry.h"
+
+#include <memory>
+#include <string>
+
+#include "absl/time/clock.h"
+#include "core/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gravac::controller {
+namespace {
+
+using ::gravac::testing::IsOk;
+using ::gravac::testing::StatusIs;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::SizeIs;
+
+JobRegistryOptions Options() {
+  JobRegistryOptions o;
+  o.coordinator.nodes = 2;
+  o.coordinator.policy.theta_min = 10;
+  o.coordinator.policy.theta_max = 40;
+  o.coordinator.policy.window = 2;
+  o.coordinator.policy.eval_steps = 4;
+  o.coordinator.policy.alpha = 0.0;
+  o.coordinator.policy.epsilon = 0.5;
+  o.coordinator.policy.min_dwell = 0;
+  o.retention = absl::Seconds(30);
+  return o;
+}
+
+JoinRequestInfo Node(int i, int nodes) {
+  JoinRequestInfo r;
+  r.node_name = "n" + std::to_string(i);
+  r.first_rank = i;
+  r.local_count = 1;
+  r.world_size = nodes;
+  r.transport_address = "addr";
+  return r;
+}
+
+void Assemble(Coordinator& c, int nodes) {
+  for (int i = 0; i < nodes; ++i) {
+    c.Join(Node(i, nodes), [](absl::StatusOr<JoinReply> r) { ASSERT_THAT(r, IsOk()); });
+  }
+  ASSERT_TRUE(c.assembled());
+}
+
+// `steps` steps from every node following the decision in force, with norms that make the
+// policy compress (gain 0.9 at θ_min, 0.8 at θ_c).
+void Feed(Coordinator& c, int nodes, int64_t from, int64_t to) {
+  for (int64_t step = from; step < to; ++step) {
+    const JobDecision d = c.Current();
+    for (int n = 0; n < nodes; ++n) {
+      NodeStepStats s;
+      s.node_rank = n;
+      s.step = step;
+      s.theta_used = d.theta;
+      s.theta_candidate = d.theta_candidate;
+      s.n_g = 1.0;
+      s.n_min = 0.9;
+      s.n_c = 0.8;
+      s.step_seconds = 0.1;
+      s.samples = 8;
+      s.decision_epoch = d.epoch;
+      ASSERT_THAT(c.ReportStats(s), IsOk());
+    }
+  }
+}
+
+TEST(JobRegistryTest, EveryJobHasItsOwnCoordinatorAndDecisions) {
+  ASSERT_OK_AND_ASSIGN(auto jobs, JobRegistry::Create(Options()));
+  ASSERT_OK_AND_ASSIGN(auto a, jobs->ForJoin({"a", "1"}, 0));
+  ASSERT_OK_AND_ASSIGN(auto b, jobs->ForJoin({"b", "1"}, 1));
+  ASSERT_OK_AND_ASSIGN(auto a_again, jobs->ForJoin({"a", "1"}, 2));
+  EXPECT_EQ(a, a_again);
+  EXPECT_NE(a, b);
+  // A rerun of a name with a new run id is a new job.
+  ASSERT_OK_AND_ASSIGN(auto a2, jobs->ForJoin({"a", "2"}, 0));
+  EXPECT_NE(a, a2);
+  Assemble(*a, 2);
+  Assemble(*b, 1);
+  Feed(*a, 2, 0, 20);
+  EXPECT_GE(a->Current().epoch, 2);
+  EXPECT_EQ(b->Current().epoch, 0);  // b saw none of a's statistics or decisions
+  EXPECT_EQ(b->Status().steps_observed, 0);
+  EXPECT_EQ(a->Status().expected_nodes, 2);
+  EXPECT_EQ(b->Status().expected_nodes, 1);
+
+  const std::vector<JobSummaryInfo> list = jobs->List();
+  ASSERT_THAT(list, SizeIs(3));
+  EXPECT_EQ(list[0].id, (JobId{"a", "1"}));
+  EXPECT_EQ(list[0].state, JobState::kRunning);
+  EXPECT_EQ(list[2].id, (JobId{"a", "2"}));
+  EXPECT_EQ(list[2].state, JobState::kAssembling);
+  // Status by name: the newest run, or the one asked for.
+  ASSERT_OK_AND_ASSIGN(JobSummaryInfo newest, jobs->Status("a", ""));
+  EXPECT_EQ(newest.id.run_id, "2");
+  ASSERT_OK_AND_ASSIGN(JobSummaryInfo first, jobs->Status("a", "1"));
+  EXPECT_EQ(first.status.steps_observed, 20);
+  EXPECT_THAT(jobs->Status("c", ""), StatusIs(absl::StatusCode::kNotFound, HasSubstr("'c'")));
+}
+
+TEST(JobRegistryTest, BadJoinsNameTheJob) {
+  ASSERT_OK_AND_ASSIGN(auto jobs, JobRegistry::Create(Options()));
+  ASSERT_THAT(jobs->ForJoin({"a", "1"}, 2), IsOk());
+  EXPECT_THAT(jobs->ForJoin({"a", "1"}, 3),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("job 'a' run '1'"), HasSubstr("2 nodes"))));
+  EXPECT_THAT(jobs->ForJoin({"a b", "1"}, 0),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("'a b'")));
+  EXPECT_THAT(jobs->Find({"x", "9"}),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("job 'x' run '9'")));
+  // An empty name is the job "default".
+  ASSERT_OK_AND_ASSIGN(auto d1, jobs->ForJoin({}, 0));
+  ASSERT_OK_AND_ASSIGN(auto d2, jobs->ForJoin({"default", ""}, 0));
+  EXPECT_EQ(d1, d2);
+}
+
+TEST(JobRegistryTest, AnEndedRunIsRefusedAndForgottenAfterRetention) {
+  ASSERT_OK_AND_ASSIGN(auto jobs, JobRegistry::Create(Options()));
+  ASSERT_OK_AND_ASSIGN(auto a, jobs->ForJoin({"a", "1"}, 2));
+  ASSERT_OK_AND_ASSIGN(auto b, jobs->ForJoin({"b", "1"}, 1));
+  Assemble(*a, 2);
+  Assemble(*b, 1);
+  EXPECT_THAT(jobs->Leave({"a", "1"}, 5), StatusIs(absl::StatusCode::kInvalidArgument));
+  ASSERT_OK_AND_ASSIGN(bool ended, jobs->Leave({"a", "1"}, 0));
+  EXPECT_FALSE(ended);
+  ASSERT_OK_AND_ASSIGN(ended, jobs->Leave({"a", "1"}, 1));
+  EXPECT_TRUE(ended);
+  EXPECT_THAT(jobs->ForJoin({"a", "1"}, 2),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr("job 'a' run '1' ended"), HasSubstr("new run id"))));
+  EXPECT_THAT(jobs->Find({"a", "1"}), StatusIs(absl::StatusCode::kFailedPrecondition));
+  ASSERT_OK_AND_ASSIGN(JobSummaryInfo s, jobs->Status("a", ""));
+  EXPECT_EQ(s.state, JobState::kEnded);
+  // The other job runs on.
+  Feed(*b, 1, 0, 3);
+  EXPECT_EQ(b->Status().steps_observed, 3);
+
+  jobs->Tick(absl::Now() + absl::Seconds(10));
+  EXPECT_THAT(jobs->List(), SizeIs(2));
+  jobs->Tick(absl::Now() + absl::Seconds(31));
+  // a is forgotten (it ended more than 30 s before) but its run id stays refused; b, idle for
+  // 21 s, is not abandoned yet.
+  std::vector<JobSummaryInfo> left = jobs->List();
+  ASSERT_THAT(left, SizeIs(1));
+  EXPECT_EQ(left[0].id.name, "b");
+  EXPECT_THAT(jobs->ForJoin({"a", "1"}, 2),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("already ended")));
+  EXPECT_THAT(jobs->ForJoin({"a", "2"}, 2), IsOk());
+}
+
+TEST(JobRegistryTest, AJobWithoutAnyDaemonConnectedIsAbandoned) {
+  ASSERT_OK_AND_ASSIGN(auto jobs, JobRegistry::Create(Options()));
+  ASSERT_OK_AND_ASSIGN(auto b, jobs->ForJoin({"b", "1"}, 1));
+  Assemble(*b, 1);
+  const absl::Time t0 = absl::Now();
+  jobs->Tick(t0);  // no decision stream: idle from now
+  jobs->Tick(t0 + absl::Seconds(20));
+  ASSERT_OK_AND_ASSIGN(JobSummaryInfo s, jobs->Status("b", "1"));
+  EXPECT_EQ(s.state, JobState::kRunning);
+  jobs->Tick(t0 + absl::Seconds(31));
+  ASSERT_OK_AND_ASSIGN(s, jobs->Status("b", "1"));
+  EXPECT_EQ(s.state, JobState::kEnded);
+  EXPECT_THAT(jobs->ForJoin({"b", "1"}, 1),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("abandoned")));
+}
+
+}  // namespace
+}  // namespace gravac::controller
