@@ -40,6 +40,8 @@ constexpr SettingSpec kSettings[] = {
     {"transport", "GRAVAC_TRANSPORT", "ucx", "data-plane transport backend"},
     {"ucx_tls", "GRAVAC_UCX_TLS", "", "UCX_TLS for the data plane (e.g. tcp)"},
     {"ucx_net_devices", "GRAVAC_UCX_NET_DEVICES", "", "UCX_NET_DEVICES (e.g. eth0)"},
+    {"data_port_range", "GRAVAC_DATA_PORT_RANGE", "",
+     "LO-HI: the data plane listens only on these TCP ports (for a NetworkPolicy); empty = any"},
     {"fusion_threshold_bytes", "GRAVAC_FUSION_THRESHOLD", "67108864", "tensor fusion buffer size",
      SettingType::kInt},
     {"cycle_time_ms", "GRAVAC_CYCLE_TIME_MS", "1", "negotiation cycle time", SettingType::kDouble},
@@ -132,6 +134,13 @@ absl::StatusOr<GravacdOptions> GravacdOptionsFromSettings(const Settings& s) {
   }
   ASSIGN_OR_RETURN(o.ucx_tls, s.GetString("ucx_tls"));
   ASSIGN_OR_RETURN(o.ucx_net_devices, s.GetString("ucx_net_devices"));
+  ASSIGN_OR_RETURN(std::string ports, s.GetString("data_port_range"));
+  absl::StatusOr<PortRange> range = ParsePortRange(ports);
+  if (!range.ok()) {
+    return absl::InvalidArgumentError(
+        StrCat("--data_port_range (GRAVAC_DATA_PORT_RANGE): ", range.status().message()));
+  }
+  o.data_ports = *range;
   ASSIGN_OR_RETURN(int64_t fusion, s.GetInt("fusion_threshold_bytes"));
   if (fusion < 0) {
     return absl::InvalidArgumentError(
@@ -292,10 +301,19 @@ absl::Status Gravacd::Run() {
   if (!options_.ucx_net_devices.empty()) {
     topts.params.emplace_back("UCX_NET_DEVICES", options_.ucx_net_devices);
   }
+  if (!options_.data_ports.any()) {
+    topts.params.emplace_back("UCX_TCP_PORT_RANGE", options_.data_ports.ToString());
+    if (absl::Status free = CheckFreePort(options_.data_ports); !free.ok()) {
+      return Context(free, StrCat("node '", options_.node_name, "': ", options_.job.ToString()));
+    }
+  }
   absl::StatusOr<std::unique_ptr<transport::Transport>> made =
       transport::MakeTransport(options_.transport, topts);
   if (!made.ok()) {
-    return Context(made.status(), StrCat("making the '", options_.transport, "' transport"));
+    return Context(made.status(),
+                   StrCat("node '", options_.node_name, "': ", options_.job.ToString(),
+                          ": making the '", options_.transport, "' transport (data ports ",
+                          options_.data_ports.ToString(), ")"));
   }
   transport = *std::move(made);
 

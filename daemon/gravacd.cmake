@@ -5,7 +5,8 @@ if(NOT (TARGET gravac_local AND TARGET gravac_engine AND TARGET gravac_control))
   return()
 endif()
 
-add_library(gravac_gravacd ${CMAKE_CURRENT_SOURCE_DIR}/gravacd.cc)
+add_library(gravac_gravacd ${CMAKE_CURRENT_SOURCE_DIR}/gravacd.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/data_ports.cc)
 target_link_libraries(gravac_gravacd PUBLIC gravac_local gravac_engine gravac_control
   gravac_collectives gravac_transport gravac_daemon_metrics gravac_metrics gravac_core
   absl::synchronization absl::time)

@@ -46,6 +46,7 @@
 #include "core/logging.h"
 #include "core/metrics.h"
 #include "core/settings.h"
+#include "daemon/data_ports.h"
 
 namespace gravac::daemon {
 
@@ -63,6 +64,7 @@ struct GravacdOptions {
   std::string transport = "ucx";
   std::string ucx_tls;          // "" = UCX's choice
   std::string ucx_net_devices;  // "" = UCX's choice
+  PortRange data_ports;         // the data plane listens only there (UCX_TCP_PORT_RANGE)
   size_t fusion_threshold_bytes = size_t{64} << 20;
   absl::Duration cycle_time = absl::Milliseconds(1);
   absl::Duration stall_warning = absl::Seconds(60);

@@ -6,11 +6,13 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "core/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gravac/v1/controller.grpc.pb.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 
@@ -156,6 +158,49 @@ TEST(ControllerService, StatsDriveDecisionsAndStatus) {
   while (reader->Read(&d)) {
   }
   reader->Finish();
+}
+
+}  // namespace
+}  // namespace gravac::controller
+
+namespace gravac::controller {
+namespace {
+
+// grpc.health.v1.Health/Check with an empty service name, as Kubernetes' grpc probe sends it,
+// through a generic stub (Debian ships no health.proto): the HealthCheckResponse bytes.
+absl::StatusOr<std::string> HealthCheck(int port) {
+  auto channel = grpc::CreateChannel(absl::StrFormat("127.0.0.1:%d", port),
+                                     grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  grpc::CompletionQueue cq;
+  grpc::Slice empty("");
+  grpc::ByteBuffer request(&empty, 1);
+  auto call = stub.PrepareUnaryCall(&ctx, "/grpc.health.v1.Health/Check", request, &cq);
+  call->StartCall();
+  grpc::ByteBuffer response;
+  grpc::Status status;
+  call->Finish(&response, &status, reinterpret_cast<void*>(1));
+  void* tag = nullptr;
+  bool ok = false;
+  if (!cq.Next(&tag, &ok) || !ok) return absl::InternalError("health: no completion");
+  if (!status.ok()) return absl::UnavailableError(status.error_message());
+  std::vector<grpc::Slice> slices;
+  (void)response.Dump(&slices);
+  std::string bytes;
+  for (const grpc::Slice& s : slices) {
+    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  return bytes;
+}
+
+TEST(ControllerService, AnswersTheGrpcHealthProtocol) {
+  ASSERT_OK_AND_ASSIGN(auto server, ControllerServer::Start(Options()));
+  ASSERT_OK_AND_ASSIGN(std::string serving, HealthCheck(server->port()));
+  EXPECT_EQ(serving, std::string("\x08\x01", 2));  // status: SERVING
+  server->Shutdown();
+  EXPECT_FALSE(HealthCheck(server->port()).ok());
 }
 
 }  // namespace

@@ -1,6 +1,9 @@
 // gravacd's settings and node placement (daemon/gravacd.h); the daemon itself runs in job_test.
 #include "daemon/gravacd.h"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -113,6 +116,51 @@ TEST(GravacdOptionsTest, MetricsSettings) {
                 StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--metrics_address")))
         << bad;
   }
+}
+
+TEST(GravacdOptionsTest, JobIdentityAndDataPortRange) {
+  ASSERT_OK_AND_ASSIGN(GravacdOptions d, Parse({"--controller=h:1", "--socket=/s"}));
+  EXPECT_EQ(d.job, (JobId{"default", ""}));
+  EXPECT_TRUE(d.data_ports.any());
+  ASSERT_OK_AND_ASSIGN(GravacdOptions e,
+                       Parse({"--controller=h:1", "--socket=/s", "--job_name=resnet"},
+                             {{"GRAVAC_RUN_ID", "r1"}, {"GRAVAC_DATA_PORT_RANGE", "30000-30063"}}));
+  EXPECT_EQ(e.job, (JobId{"resnet", "r1"}));
+  EXPECT_EQ(e.data_ports.lo, 30000);
+  EXPECT_EQ(e.data_ports.hi, 30063);
+  EXPECT_EQ(e.data_ports.ToString(), "30000-30063");
+  ASSERT_OK_AND_ASSIGN(GravacdOptions one,
+                       Parse({"--controller=h:1", "--socket=/s", "--data_port_range=4000"}));
+  EXPECT_EQ(one.data_ports.ToString(), "4000-4000");
+  for (const char* bad : {"10-5", "0-9", "1-70000", "a-b", "1-2-3"}) {
+    EXPECT_THAT(Parse({"--controller=h:1", "--socket=/s", "--data_port_range", bad}),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--data_port_range")))
+        << bad;
+  }
+  EXPECT_THAT(Parse({"--controller=h:1", "--socket=/s", "--run_id=a b"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--job_name/--run_id")));
+}
+
+// A range whose every port is held (here by a listener of the test) is exhausted, with an error
+// that says how to fix it; a range with a free port is not.
+TEST(DataPortsTest, AnExhaustedRangeIsAClearError) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(fd, 1), 0);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const int port = ntohs(addr.sin_port);
+  ASSERT_OK_AND_ASSIGN(PortRange held, ParsePortRange(std::to_string(port)));
+  EXPECT_THAT(CheckFreePort(held),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       AllOf(HasSubstr(held.ToString()), HasSubstr("--data_port_range"))));
+  ::close(fd);
+  EXPECT_THAT(CheckFreePort(held), IsOk());
+  EXPECT_THAT(CheckFreePort(PortRange{}), IsOk());
 }
 
 TEST(GravacdMetricsTest, OffServesNothingAndWritesNoPortFile) {

@@ -28,6 +28,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 
 import pytest
 
@@ -115,7 +116,7 @@ def test_the_service_selects_the_controller_and_reaches_its_ports():
     env = plain_env(c)
     assert address_port(env["GRAVAC_CONTROLLER_LISTEN"])[1] == port_of(c, "grpc")
     assert address_port(env["GRAVAC_CONTROLLER_METRICS_ADDRESS"])[1] == port_of(c, "metrics")
-    assert c["readinessProbe"]["tcpSocket"]["port"] == "grpc"
+    assert c["readinessProbe"]["grpc"]["port"] == port_of(c, "grpc")
 
 
 def test_prometheus_annotations_name_the_ports_the_processes_serve_metrics_on():
@@ -155,7 +156,7 @@ def test_workers_find_their_pods_gravacd_socket():
     spec = JOB["spec"]["template"]["spec"]
     assert spec["initContainers"] == [sidecar]
     assert sidecar["restartPolicy"] == "Always"
-    assert sidecar["startupProbe"]["tcpSocket"]["port"] == "metrics"
+    assert sidecar["startupProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
     volume, sock = socket_volume(sidecar)
     assert (volume, sock) == socket_volume(workers())
     assert set(volume) == {"name", "emptyDir"}
@@ -331,6 +332,7 @@ class Kubelet:
         self.addresses, self.work = addresses, work
         self.services = {}  # Service name -> {port: target address}
         self.processes = []
+        self.job_uid = str(uuid.uuid4())  # the Job's uid: gravac's run id
 
     def translate(self, value, mounts):
         for mount_path, folder in mounts.items():
@@ -357,7 +359,10 @@ class Kubelet:
             os.makedirs(folder, exist_ok=True)
             mounts[mount["mountPath"]] = folder
         fields = {"spec.nodeName": "k8s-node-%d" % node, "status.podIP": self.addresses[node],
-                  "metadata.name": pod}
+                  "metadata.name": pod,
+                  # the labels the Job controller sets on its pods
+                  "metadata.labels['batch.kubernetes.io/job-name']": JOB["metadata"]["name"],
+                  "metadata.labels['batch.kubernetes.io/controller-uid']": self.job_uid}
         env = {}  # the container's environment as the manifest gives it
         if index is not None:  # an Indexed Job's pod
             fields[COMPLETION_INDEX] = str(index)
@@ -398,8 +403,9 @@ class Kubelet:
         for c in spec.get("initContainers", []):
             assert c.get("restartPolicy") == "Always", "only native sidecars are emulated"
             sidecars.append(self.start_container(c, spec, node, pod, index))
-            probe = c["startupProbe"]["tcpSocket"]["port"]
-            wait_ready(self, node, "%s:%d" % (self.addresses[node], port_of(c, probe)))
+            probe = c["startupProbe"]["httpGet"]
+            wait_ready(self, node, "%s:%d" % (self.addresses[node], port_of(c, probe["port"])),
+                       path=probe["path"])
         main = [self.start_container(c, spec, node, pod, index) for c in spec["containers"]]
         return main, sidecars
 
@@ -422,11 +428,15 @@ class Kubelet:
                 proc.wait()
 
 
-def wait_ready(kubelet, node, address, timeout_s=30):
-    """A tcpSocket probe: a TCP connect to the address from a node."""
+def wait_ready(kubelet, node, address, timeout_s=30, path=None):
+    """A tcpSocket probe (a TCP connect to the address from a node), or with `path` an httpGet
+    probe (status 200)."""
     host, port = address_port(address)
     code = ("import socket; socket.create_connection((%r, %d), timeout=1).close()"
             % (host, port))
+    if path is not None:
+        code = ("import urllib.request; assert urllib.request.urlopen('http://%s:%d%s', "
+                "timeout=1).status == 200" % (host, port, path))
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if kubelet.run_python_in(node, code)[0] == 0:
@@ -470,7 +480,7 @@ def test_emulated_the_manifests_train_the_digits_job_across_two_nodes(prefix, cl
         target = port_of(container(CONTROLLER), port["targetPort"])
         service_ports[port["port"]] = "%s:%d" % (addresses[0], target)
     kubelet.services[SERVICE["metadata"]["name"]] = service_ports
-    low, high = map(int, plain_env(gravacd())["UCX_TCP_PORT_RANGE"].split("-"))
+    low, high = map(int, plain_env(gravacd())["GRAVAC_DATA_PORT_RANGE"].split("-"))
     metrics_port = port_of(gravacd(), "metrics")
     try:
         kubelet.start(CONTROLLER, 0, "controller")

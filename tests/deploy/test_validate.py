@@ -10,7 +10,7 @@ Every overlay is rendered with `kubectl kustomize` and each object is checked:
   probes on named ports, the Job's TTL and failure policy, a PodDisruptionBudget for the controller;
 - the objects agree: the Service, PodDisruptionBudget, NetworkPolicies and PodMonitors select the
   pods and ports they mean, the data-plane port range of the NetworkPolicy is gravacd's
-  UCX_TCP_PORT_RANGE, and deploy/README.md's Prometheus scrape config keeps every pod under the
+  GRAVAC_DATA_PORT_RANGE, and deploy/README.md's Prometheus scrape config keeps every pod under the
   job names the dashboard uses;
 - an overlay with namePrefix and namespace keeps the workers pointed at the renamed Service and Job;
 - every $(VAR) in a command resolves, and the example the ConfigMap's GRAVAC_EXAMPLE selects is
@@ -273,7 +273,7 @@ def consistency_problems(objects):
 
     # NetworkPolicies: gRPC from the workers, the data plane between workers, metrics.
     gravacd = [c for c in pod_spec(workers).get("initContainers", []) if c["name"] == "gravacd"]
-    data_plane = port_range(plain_env(gravacd[0]).get("UCX_TCP_PORT_RANGE", "0")) \
+    data_plane = port_range(plain_env(gravacd[0]).get("GRAVAC_DATA_PORT_RANGE", "0")) \
         if gravacd else None
 
     def allowed(pod_labels, from_labels, port, end=None):
@@ -581,9 +581,9 @@ BROKEN = {
     "example not installed": (lambda o: find(o, "ConfigMap")["data"].update(
         GRAVAC_EXAMPLE="train_mnist.py"), "not one of the installed examples"),
     "data-plane range differs": (lambda o: [e.update(value="31000-31063") for e in sidecar(o)[
-        "env"] if e["name"] == "UCX_TCP_PORT_RANGE"], "data plane"),
+        "env"] if e["name"] == "GRAVAC_DATA_PORT_RANGE"], "data plane"),
     "data-plane range unset": (lambda o: sidecar(o).update(env=[
-        e for e in sidecar(o)["env"] if e["name"] != "UCX_TCP_PORT_RANGE"]), "data plane"),
+        e for e in sidecar(o)["env"] if e["name"] != "GRAVAC_DATA_PORT_RANGE"]), "data plane"),
     "no policy for gRPC": (lambda o: find(o, "NetworkPolicy", "gravac-controller")["spec"][
         "ingress"][0]["ports"][0].update(port=7461), "gRPC"),
     "no policy for metrics": (lambda o: find(o, "NetworkPolicy", "gravac-workers")["spec"][
