@@ -1,6 +1,8 @@
 #include "controller/controller_service.h"
 
 #include <deque>
+#include <functional>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -107,8 +109,11 @@ class JoinReactor final : public grpc::ServerUnaryReactor {
 // ReportStats: the job of the first batch is the stream's; a batch naming another job ends it.
 class StatsReactor final : public grpc::ServerReadReactor<v1::StatsBatch> {
  public:
-  StatsReactor(JobRegistry* jobs, Logger* log, v1::ReportStatsResponse* response)
-      : jobs_(jobs), log_(log), response_(response) {
+  // `authorize(job, coordinator, node_rank)` says whether the peer may report for that node of
+  // the job (`coordinator` null: the job is unknown).
+  StatsReactor(JobRegistry* jobs, Logger* log, v1::ReportStatsResponse* response,
+               std::function<absl::Status(const JobId&, const Coordinator*, int)> authorize)
+      : jobs_(jobs), log_(log), response_(response), authorize_(std::move(authorize)) {
     StartRead(&batch_);
   }
 
@@ -122,7 +127,8 @@ class StatsReactor final : public grpc::ServerReadReactor<v1::StatsBatch> {
     if (coordinator_ == nullptr) {
       absl::StatusOr<std::shared_ptr<Coordinator>> found = jobs_->Find(id);
       if (!found.ok()) {
-        Finish(proto::ToGrpcStatus(found.status()));
+        absl::Status allowed = authorize_(id, nullptr, batch_.node_rank());
+        Finish(proto::ToGrpcStatus(allowed.ok() ? found.status() : allowed));
         return;
       }
       coordinator_ = *std::move(found);
@@ -131,6 +137,14 @@ class StatsReactor final : public grpc::ServerReadReactor<v1::StatsBatch> {
       Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           absl::StrFormat("stats of %s on the stream of %s", id.ToString(),
                                           job_.ToString())));
+      return;
+    }
+    if (absl::Status allowed = authorize_(job_, coordinator_.get(), batch_.node_rank());
+        !allowed.ok()) {
+      if (log_ != nullptr) GRAVAC_LOG(*log_, kWarning, "%s", allowed.message());
+      Finish(proto::ToGrpcStatus(allowed));
+      return;
+    }
       return;
     }
     for (int i = 0; i < batch_.stats_size(); ++i) {
@@ -155,6 +169,7 @@ class StatsReactor final : public grpc::ServerReadReactor<v1::StatsBatch> {
   JobRegistry* jobs_;
   Logger* log_;
   v1::ReportStatsResponse* response_;
+  std::function<absl::Status(const JobId&, const Coordinator*, int)> authorize_;
   std::shared_ptr<Coordinator> coordinator_;  // the stream's job, from its first batch
   JobId job_;
   v1::StatsBatch batch_;
@@ -258,6 +273,13 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::Decision>,
   grpc::Status final_ ABSL_GUARDED_BY(mu_);
 };
 
+// A decision stream refused before it subscribed.
+class RefusedWatch final : public grpc::ServerWriteReactor<v1::Decision> {
+ public:
+  explicit RefusedWatch(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
 }  // namespace
 
 void ToProto(const JobSummaryInfo& in, v1::JobSummary* out) {
@@ -309,13 +331,53 @@ void ToProto(const JobStatusInfo& in, v1::JobStatus* out) {
   out->set_epoch_base(in.epoch_base);
 }
 
-ControllerService::ControllerService(JobRegistry* jobs, Logger* log) : jobs_(jobs), log_(log) {}
+ControllerService::ControllerService(JobRegistry* jobs, Logger* log,
+                                     proto::GrpcSecurity security, bool status_without_cert)
+    : jobs_(jobs),
+      log_(log),
+      security_(std::move(security)),
+      status_without_cert_(status_without_cert) {}
+
+absl::Status ControllerService::CheckNodeRank(const grpc::CallbackServerContext& context,
+                                              const JobId& job, const Coordinator* coordinator,
+                                              int node_rank, std::string_view what) const {
+  if (security_.plaintext) return absl::OkStatus();
+  std::optional<std::string> name;
+  if (coordinator != nullptr) name = coordinator->NodeName(node_rank);
+  // Not a node of the job (or no such job): only a client with a certificate reaches the
+  // registry's or the Coordinator's refusal.
+  if (!name.has_value()) {
+    if (!proto::PeerNames(*context.auth_context()).empty()) return absl::OkStatus();
+    return absl::UnauthenticatedError(
+        absl::StrFormat("%s for node %d of %s refused: the client presented no certificate", what,
+                        node_rank, job.ToString()));
+  }
+  return proto::CheckPeerIsNamed(
+      security_, *context.auth_context(), *name,
+      absl::StrFormat("%s for node %d ('%s') of %s", what, node_rank, *name, job.ToString()));
+}
+
+bool ControllerService::StatusAllowed(const grpc::CallbackServerContext& context) const {
+  return security_.plaintext || status_without_cert_ ||
+         !proto::PeerNames(*context.auth_context()).empty();
+}
 
 grpc::ServerUnaryReactor* ControllerService::Join(grpc::CallbackServerContext* context,
                                                   const v1::JoinRequest* request,
                                                   v1::JoinResponse* response) {
+  const JobId job = FromProto(request->job_id());
+  absl::Status allowed = proto::CheckPeerIsNamed(
+      security_, *context->auth_context(), request->node_name(),
+      absl::StrFormat("Join%s as node '%s' of %s", request->rejoin() ? " (rejoin)" : "",
+                      request->node_name(), job.ToString()));
+  if (!allowed.ok()) {
+    if (log_ != nullptr) GRAVAC_LOG(*log_, kWarning, "%s", allowed.message());
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(proto::ToGrpcStatus(allowed));
+    return reactor;
+  }
   absl::StatusOr<std::shared_ptr<Coordinator>> coordinator =
-      jobs_->ForJoin(FromProto(request->job_id()), request->nodes());
+      jobs_->ForJoin(job, request->nodes());
   if (!coordinator.ok()) {
     if (log_ != nullptr) {
       GRAVAC_LOG(*log_, kWarning, "join refused: node '%s': %s", request->node_name(),
@@ -329,19 +391,36 @@ grpc::ServerUnaryReactor* ControllerService::Join(grpc::CallbackServerContext* c
 }
 
 grpc::ServerReadReactor<v1::StatsBatch>* ControllerService::ReportStats(
-    grpc::CallbackServerContext* /*context*/, v1::ReportStatsResponse* response) {
-  return new StatsReactor(jobs_, log_, response);
+    grpc::CallbackServerContext* context, v1::ReportStatsResponse* response) {
+  return new StatsReactor(
+      jobs_, log_, response,
+      [this, context](const JobId& job, const Coordinator* coordinator, int node_rank) {
+        return CheckNodeRank(*context, job, coordinator, node_rank, "ReportStats");
+      });
 }
 
 grpc::ServerWriteReactor<v1::Decision>* ControllerService::WatchDecisions(
-    grpc::CallbackServerContext* /*context*/, const v1::WatchDecisionsRequest* request) {
-  return new WatchReactor(jobs_, FromProto(request->job_id()), request->node_rank());
+    grpc::CallbackServerContext* context, const v1::WatchDecisionsRequest* request) {
+  const JobId job = FromProto(request->job_id());
+  absl::StatusOr<std::shared_ptr<Coordinator>> found = jobs_->Find(job);
+  absl::Status allowed = CheckNodeRank(*context, job, found.ok() ? found->get() : nullptr,
+                                       request->node_rank(), "WatchDecisions");
+  if (!allowed.ok()) {
+    if (log_ != nullptr) GRAVAC_LOG(*log_, kWarning, "%s", allowed.message());
+    return new RefusedWatch(proto::ToGrpcStatus(allowed));
+  }
+  return new WatchReactor(jobs_, job, request->node_rank());
 }
 
 grpc::ServerUnaryReactor* ControllerService::GetJobStatus(
     grpc::CallbackServerContext* context, const v1::GetJobStatusRequest* request,
     v1::JobStatus* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (!StatusAllowed(*context)) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                                 "GetJobStatus refused: the client presented no certificate"));
+    return reactor;
+  }
   absl::StatusOr<JobSummaryInfo> job = jobs_->Status(request->job_name(), request->run_id());
   if (!job.ok()) {
     reactor->Finish(proto::ToGrpcStatus(job.status()));
@@ -357,8 +436,21 @@ grpc::ServerUnaryReactor* ControllerService::GetJobStatus(
 grpc::ServerUnaryReactor* ControllerService::ListJobs(grpc::CallbackServerContext* context,
                                                       const v1::ListJobsRequest* /*request*/,
                                                       v1::JobList* response) {
+  if (!StatusAllowed(*context)) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                                 "ListJobs refused: the client presented no certificate"));
+    return reactor;
+  }
   for (const JobSummaryInfo& job : jobs_->List()) ToProto(job, response->add_jobs());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (!security_.plaintext && !status_without_cert_ &&
+      proto::PeerNames(*context->auth_context()).empty()) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                                 "GetJobStatus refused: the client presented no certificate"));
+    return reactor;
+  }
+  ToProto(coordinator_->Status(), response);
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }
@@ -367,7 +459,16 @@ grpc::ServerUnaryReactor* ControllerService::Leave(grpc::CallbackServerContext* 
                                                    const v1::LeaveRequest* request,
                                                    v1::LeaveResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  absl::StatusOr<bool> ended = jobs_->Leave(FromProto(request->job_id()), request->node_rank());
+  const JobId job = FromProto(request->job_id());
+  absl::StatusOr<std::shared_ptr<Coordinator>> found = jobs_->Find(job);
+  absl::Status allowed = CheckNodeRank(*context, job, found.ok() ? found->get() : nullptr,
+                                       request->node_rank(), "Leave");
+  if (!allowed.ok()) {
+    if (log_ != nullptr) GRAVAC_LOG(*log_, kWarning, "%s", allowed.message());
+    reactor->Finish(proto::ToGrpcStatus(allowed));
+    return reactor;
+  }
+  absl::StatusOr<bool> ended = jobs_->Leave(job, request->node_rank());
   if (!ended.ok()) {
     reactor->Finish(proto::ToGrpcStatus(ended.status()));
     return reactor;
@@ -386,17 +487,27 @@ absl::StatusOr<std::unique_ptr<ControllerServer>> ControllerServer::Start(
     ControllerServerOptions options) {
   std::unique_ptr<ControllerServer> server(new ControllerServer());
   Logger* log = options.coordinator.log;
+  const proto::GrpcSecurity& security = options.security;
+  if (!security.plaintext && (security.cert_pem.empty() || security.key_pem.empty() ||
+                              security.ca_pem.empty())) {
+    return absl::InvalidArgumentError(
+        "controller: no TLS certificate, key and CA, and plain text was not chosen "
+        "(--insecure_plaintext)");
+  }
   auto jobs = JobRegistry::Create({.coordinator = options.coordinator,
                                    .retention = options.job_retention,
                                    .observers = options.observers});
   if (!jobs.ok()) return jobs.status();
   server->jobs_ = *std::move(jobs);
-  server->service_ = std::make_unique<ControllerService>(server->jobs_.get(), log);
+  server->service_ = std::make_unique<ControllerService>(server->jobs_.get(), log, security,
+                                                         options.status_without_cert);
   // grpc.health.v1.Health for probes (Kubernetes' grpc probe): SERVING from the start; the
   // server's Shutdown turns it to NOT_SERVING.
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &server->port_);
+  builder.AddListeningPort(options.listen,
+                           proto::ServerCredentials(security, options.status_without_cert),
+                           &server->port_);
   builder.RegisterService(server->service_.get());
   // Daemons ping every 10 s, also while idle (ControllerClient), to notice a dead controller.
   // gRPC's server default refuses pings more often than every 5 minutes without data and answers
@@ -413,8 +524,20 @@ absl::StatusOr<std::unique_ptr<ControllerServer>> ControllerServer::Start(
   server->options_ = std::move(options);
   server->ticker_ = std::thread([s = server.get()] { s->Tick(); });
   if (log != nullptr) {
-    GRAVAC_LOG(*log, kInfo, "listening on %s (port %d), %d nodes per job unless a job says",
-               server->options_.listen, server->port_, server->options_.coordinator.nodes);
+    GRAVAC_LOG(*log, kInfo,
+               "listening on %s (port %d) over %s, %d nodes per job unless a job says",
+               server->options_.listen, server->port_, server->options_.security.origin,
+               server->options_.coordinator.nodes);
+    if (server->options_.security.plaintext) {
+      GRAVAC_LOG(*log, kWarning,
+                 "INSECURE: the control plane is plain text without authentication "
+                 "(--insecure_plaintext); anyone who reaches port %d can join, report statistics "
+                 "that steer the job and read its status",
+                 server->port_);
+    } else if (server->options_.status_without_cert) {
+      GRAVAC_LOG(*log, kInfo,
+                 "status is open: GetJobStatus and ListJobs answer clients without a certificate");
+    }
   }
   return server;
 }

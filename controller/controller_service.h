@@ -17,6 +17,13 @@
 //   ListJobs        every job of the registry.
 //   Leave           a node of a job is done; the last one ends the job.
 //
+// Authentication (proto/grpc_security.h): with TLS every call comes over mutual TLS and the
+// service accepts a daemon only as the node its certificate names: Join for node_name, and
+// ReportStats / WatchDecisions / Leave for the node rank whose joined name it is in the job the
+// call names; anything else is PERMISSION_DENIED (a client without a certificate:
+// UNAUTHENTICATED). GetJobStatus and ListJobs need a certificate of the job's CA unless
+// status_without_cert opens them (still over TLS).
+//
 // Thread-safety: ControllerServer's methods are called from one thread (main or a test);
 // the service runs on gRPC's threads.
 #ifndef GRAVAC_CONTROLLER_CONTROLLER_SERVICE_H_
@@ -34,6 +41,7 @@
 #include "core/logging.h"
 #include "gravac/v1/controller.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "proto/grpc_security.h"
 
 namespace gravac::controller {
 
@@ -43,7 +51,8 @@ void ToProto(const JobStatusInfo& in, gravac::v1::JobStatus* out);
 class ControllerService final : public gravac::v1::Controller::CallbackService {
  public:
   // `jobs` and `log` (may be null) must outlive the service.
-  ControllerService(JobRegistry* jobs, Logger* log);
+  ControllerService(JobRegistry* jobs, Logger* log, proto::GrpcSecurity security,
+                    bool status_without_cert);
 
   grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* context,
                                  const gravac::v1::JoinRequest* request,
@@ -64,8 +73,19 @@ class ControllerService final : public gravac::v1::Controller::CallbackService {
                                   gravac::v1::LeaveResponse* response) override;
 
  private:
+  // The peer of `context` may speak for node `node_rank` of `job` (see the file comment); OK when
+  // the job (`coordinator` null) or its node is unknown yet to a client with a certificate (the
+  // registry or the Coordinator refuses it then).
+  absl::Status CheckNodeRank(const grpc::CallbackServerContext& context, const JobId& job,
+                             const Coordinator* coordinator, int node_rank,
+                             std::string_view what) const;
+  // GetJobStatus / ListJobs: a client with a certificate, or any client when status is open.
+  bool StatusAllowed(const grpc::CallbackServerContext& context) const;
+
   JobRegistry* jobs_;
   Logger* log_;
+  const proto::GrpcSecurity security_;
+  const bool status_without_cert_;
 };
 
 struct ControllerServerOptions {
@@ -81,6 +101,11 @@ struct ControllerServerOptions {
   // data flows (daemons ping every 10 s); pings more often count as abuse and three of them end
   // the connection (GOAWAY "too_many_pings"). Tests scale it down with the daemons' pings.
   absl::Duration min_ping_interval = absl::Seconds(5);
+  // Mutual TLS (certificate, key, CA) or explicit plain text; the default (neither) fails Start.
+  proto::GrpcSecurity security;
+  // TLS only: GetJobStatus answers clients without a certificate (the handshake then only
+  // requests one); every other call still needs the node's certificate.
+  bool status_without_cert = false;
 };
 
 class ControllerServer {

@@ -11,6 +11,8 @@
 #include "core/absl_compat.h"
 #include "core/job_settings.h"
 #include "core/status.h"
+#include "core/tls_settings.h"
+#include "proto/grpc_security.h"
 
 namespace gravac::controller {
 namespace {
@@ -34,6 +36,10 @@ constexpr SettingSpec kServerSettings[] = {
     {"join_timeout_s", "GRAVAC_JOIN_TIMEOUT_S", "120",
      "a join round fails when the job did not assemble this long after its first daemon",
      SettingType::kInt},
+    {"status_without_cert", "GRAVAC_STATUS_WITHOUT_CERT", "false",
+     "with TLS: GetJobStatus (gravacctl status) answers clients without a certificate; joins, "
+     "statistics and decisions still need the node's certificate",
+     SettingType::kBool},
 };
 
 constexpr SettingSpec kLogLevel = {"log_level", "GRAVAC_LOG_LEVEL", "info",
@@ -43,6 +49,7 @@ constexpr SettingSpec kLogLevel = {"log_level", "GRAVAC_LOG_LEVEL", "info",
 
 std::vector<SettingSpec> ControllerSettings() {
   std::vector<SettingSpec> table(std::begin(kServerSettings), std::end(kServerSettings));
+  for (const SettingSpec& spec : TlsSettings()) table.push_back(spec);
   for (const SettingSpec& spec : JobSettings()) table.push_back(spec);
   table.push_back(kLogLevel);
   return table;
@@ -68,6 +75,13 @@ absl::StatusOr<std::map<int, absl::Duration>> ParseDecisionDelay(std::string_vie
 absl::StatusOr<ControllerServerOptions> OptionsFromSettings(const Settings& s, Logger* log) {
   ControllerServerOptions o;
   ASSIGN_OR_RETURN(o.listen, s.GetString("listen"));
+  ASSIGN_OR_RETURN(o.security, proto::GrpcSecurityFromSettings(s, proto::GrpcRole::kServer));
+  ASSIGN_OR_RETURN(o.status_without_cert, s.GetBool("status_without_cert"));
+  if (o.status_without_cert && o.security.plaintext) {
+    return absl::InvalidArgumentError(
+        "status_without_cert: only meaningful with TLS (with --insecure_plaintext everything is "
+        "open)");
+  }
   CoordinatorOptions& c = o.coordinator;
   c.log = log;
   ASSIGN_OR_RETURN(int64_t nodes, s.GetInt("nodes"));

@@ -1,6 +1,6 @@
-// The command line of gravac-controller: its settings table (the server's own settings, then the
-// job settings of core/job_settings.h, then log_level) and their parsing into the options of the
-// server and its Coordinator.
+// The command line of gravac-controller: its settings table (the server's own settings, the TLS
+// settings of core/tls_settings.h, the job settings of core/job_settings.h, then log_level) and
+// their parsing into the options of the server and its Coordinator.
 //
 // Thread-safety: stateless functions.
 #ifndef GRAVAC_CONTROLLER_CONTROLLER_SETTINGS_H_

@@ -86,6 +86,14 @@ bool Coordinator::assembled() const {
   return !nodes_.empty();
 }
 
+std::optional<std::string> Coordinator::NodeName(int node_rank) const {
+  absl::MutexLock lock(&mu_);
+  for (const NodeEntry& n : nodes_) {
+    if (n.node_rank == node_rank) return n.node_name;
+  }
+  return std::nullopt;
+}
+
 void Coordinator::Shutdown() {
   absl::MutexLock lock(&mu_);
   if (shut_down_) return;

@@ -186,6 +186,9 @@ class Coordinator {
   JobDecision Current() const;
   JobStatusInfo Status() const;
   bool assembled() const;
+  // The name of node `node_rank` of the assembled job; nullopt when it has no such node. The
+  // service checks it against the certificate of whoever speaks for that node.
+  std::optional<std::string> NodeName(int node_rank) const;
 
  private:
   struct Joiner {

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "core/absl_compat.h"
 #include "core/status.h"
+#include "core/tls_settings.h"
 #include "daemon/collectives/communicator.h"
 #include "daemon/control/controller_client.h"
 #include "daemon/daemon_metrics.h"
@@ -89,7 +90,13 @@ absl::Status Context(const absl::Status& s, std::string_view what) {
 
 }  // namespace
 
-absl::Span<const SettingSpec> GravacdSettings() { return kSettings; }
+std::vector<SettingSpec> GravacdSettings() {
+  std::vector<SettingSpec> table(std::begin(kSettings), std::end(kSettings));
+  // Before log_level, the table's last row.
+  table.insert(table.end() - 1, std::begin(kTlsSettings), std::end(kTlsSettings));
+  table.insert(table.end() - 1, std::begin(kTlsClientSettings), std::end(kTlsClientSettings));
+  return table;
+}
 
 absl::StatusOr<GravacdOptions> GravacdOptionsFromSettings(const Settings& s) {
   GravacdOptions o;
@@ -176,6 +183,7 @@ absl::StatusOr<GravacdOptions> GravacdOptionsFromSettings(const Settings& s) {
     }
   }
   ASSIGN_OR_RETURN(o.metrics_port_file, s.GetString("metrics_port_file"));
+  ASSIGN_OR_RETURN(o.security, proto::GrpcSecurityFromSettings(s, proto::GrpcRole::kNodeClient));
   return o;
 }
 
@@ -317,9 +325,18 @@ absl::Status Gravacd::Run() {
   }
   transport = *std::move(made);
 
-  ControllerClientOptions copts{
-      .address = options_.controller, .join_timeout = options_.join_timeout, .log = log_};
+  ControllerClientOptions copts;
+  copts.address = options_.controller;
+  copts.join_timeout = options_.join_timeout;
+  copts.log = log_;
   copts.metrics = metrics.get();
+  copts.security = options_.security;
+  if (options_.security.plaintext) {
+    GRAVAC_LOG(*log_, kWarning,
+               "INSECURE: the link to controller %s is plain text without authentication "
+               "(--insecure_plaintext)",
+               options_.controller);
+  }
   absl::StatusOr<std::unique_ptr<ControllerClient>> created =
       ControllerClient::Create(std::move(copts));
   if (!created.ok()) return Context(created.status(), "creating the controller client");

@@ -35,6 +35,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -47,6 +48,7 @@
 #include "core/metrics.h"
 #include "core/settings.h"
 #include "daemon/data_ports.h"
+#include "proto/grpc_security.h"
 
 namespace gravac::daemon {
 
@@ -78,10 +80,12 @@ struct GravacdOptions {
   absl::Duration shutdown_timeout = absl::Seconds(60);  // engine shutdown agreed
   std::string metrics_address = "0.0.0.0:9471";         // host:port, :port (0 = any) or off
   std::string metrics_port_file;                        // "" = none; the bound port once serving
+  proto::GrpcSecurity security;  // mutual TLS with this node's certificate, or plain text
 };
 
-// The settings table (flags and GRAVAC_* variables) of gravacd, including log_level.
-absl::Span<const SettingSpec> GravacdSettings();
+// The settings table (flags and GRAVAC_* variables) of gravacd: its own, the TLS settings of
+// core/tls_settings.h, then log_level.
+std::vector<SettingSpec> GravacdSettings();
 
 // Reads GravacdOptions from parsed settings; InvalidArgument naming the setting for values out
 // of range.

@@ -30,6 +30,7 @@
 #include "netemu/cluster.h"
 #include "runner/child.h"
 #include "runner/hosts.h"
+#include "runner/job_certs.h"
 #include "runner/line_prefixer.h"
 #include "runner/metrics_targets.h"
 #include "runner/ssh_launch.h"
@@ -260,6 +261,37 @@ class Job {
     if (!s.ok()) Say(StrCat("--metrics_sd_file: ", s.message()));
   }
 
+  // Makes the job's throwaway CA and certificates in a private directory of their own (mode
+  // 0700, keys 0600; removed at teardown even with --run_dir), so the control plane is mutual TLS.
+  absl::Status MakeCredentials(const std::string& host) {
+    char tmpl[] = "/tmp/gravacrun-tls-XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) {
+      return ErrnoStatus(absl::StatusCode::kInternal, errno,
+                         "mkdtemp(/tmp/gravacrun-tls-XXXXXX) failed");
+    }
+    tls_dir_ = tmpl;
+    std::vector<std::string> names;
+    for (int n = 0; n < options_.nodes; ++n) names.push_back(NodeName(n));
+    std::vector<std::string> hosts = {host};
+    if (host != "127.0.0.1") hosts.emplace_back("127.0.0.1");
+    absl::StatusOr<JobCredentialFiles> files = WriteJobCredentials(tls_dir_, names, hosts);
+    if (!files.ok()) {
+      return absl::Status(files.status().code(),
+                          StrCat("making the job's TLS certificates: ", files.status().message()));
+    }
+    tls_ = *std::move(files);
+    return absl::OkStatus();
+  }
+
+  // The TLS flags of a process holding certs[i] / keys[i], or --insecure_plaintext without the
+  // job's certificates (jobs over ssh).
+  std::vector<std::string> SecurityArgs(const std::vector<std::string>& certs,
+                                        const std::vector<std::string>& keys, int i) const {
+    if (tls_.ca.empty()) return {"--insecure_plaintext"};
+    return {StrCat("--tls_cert=", certs[i]), StrCat("--tls_key=", keys[i]),
+            StrCat("--tls_ca=", tls_.ca)};
+  }
+
   // gravac-controller's command line, listening on `port` and serving metrics on `metrics_port`
   // of `host` (0 = a free port, written to the port files).
   std::vector<std::string> ControllerArgv(const std::string& host, int port, int metrics_port) {
@@ -270,6 +302,9 @@ class Job {
                                      StrCat("--listen=", host, ":", port),
                                      StrCat("--port_file=", port_file),
                                      StrCat("--nodes=", options_.nodes)};
+    std::vector<std::string> security =
+        SecurityArgs({tls_.controller_cert}, {tls_.controller_key}, 0);
+    argv.insert(argv.end(), security.begin(), security.end());
     std::vector<std::string> metrics = MetricsArgs(host, metrics_file);
     if (options_.metrics) metrics[0] = StrCat("--metrics_address=", host, ":", metrics_port);
     argv.insert(argv.end(), metrics.begin(), metrics.end());
@@ -293,6 +328,9 @@ class Job {
     });
     const std::string host =
         cluster_ ? cluster_->node_address(0) : wildcard ? (v6 ? "[::]" : "0.0.0.0") : "127.0.0.1";
+    // Over ssh the remote daemons cannot read this machine's files: such jobs stay plain text,
+    // chosen explicitly (logged by every process); a local job is mutual TLS.
+    if (options_.hosts.empty()) RETURN_IF_ERROR(MakeCredentials(host));
     const std::string port_file = StrCat(run_dir_, "/controller.port");
     const std::string metrics_file = StrCat(run_dir_, "/controller.metrics.port");
     ASSIGN_OR_RETURN(Proc * controller, Start(Role::kController, 0, "controller",
@@ -326,6 +364,12 @@ class Job {
     std::string ctl = StrCat("gravacctl status --controller ", controller_address_);
     if (!options_.job.name.empty()) ctl = StrCat(ctl, " --job ", options_.job.name);
     if (!options_.job.run_id.empty()) ctl = StrCat(ctl, " --run_id ", options_.job.run_id);
+    if (!tls_.ca.empty()) {
+      ctl = StrCat(ctl, " --tls_ca ", tls_.ca, " --tls_cert ", tls_.client_cert, " --tls_key ",
+                   tls_.client_key);
+    } else {
+      ctl = StrCat(ctl, " --insecure_plaintext");
+    }
     Say(StrCat("controller listening on ", controller_address_, "; status: ",
                cluster_ ? StrCat("ip netns exec ", cluster_->node_namespace(0), " ") : "", ctl));
     if (options_.metrics) {
@@ -460,6 +504,8 @@ class Job {
                                        StrCat("--nodes=", options_.nodes)};
       if (!options_.job.name.empty()) argv.push_back(StrCat("--job_name=", options_.job.name));
       if (!options_.job.run_id.empty()) argv.push_back(StrCat("--run_id=", options_.job.run_id));
+      std::vector<std::string> security = SecurityArgs(tls_.node_cert, tls_.node_key, n);
+      argv.insert(argv.end(), security.begin(), security.end());
       std::vector<std::string> metrics =
           MetricsArgs(remote ? "0.0.0.0" : DaemonHost(n), metrics_files.back());
       argv.insert(argv.end(), metrics.begin(), metrics.end());
@@ -544,6 +590,11 @@ class Job {
         if (!controller.empty()) env.emplace_back("GRAVAC_CONTROLLER", controller);
         if (!options_.job.name.empty()) env.emplace_back("GRAVAC_JOB_NAME", options_.job.name);
         if (!options_.job.run_id.empty()) env.emplace_back("GRAVAC_RUN_ID", options_.job.run_id);
+        if (!tls_.ca.empty()) {  // gravacctl from a rank reaches the job's controller
+          env.emplace_back("GRAVAC_TLS_CA", tls_.ca);
+          env.emplace_back("GRAVAC_TLS_CERT", tls_.client_cert);
+          env.emplace_back("GRAVAC_TLS_KEY", tls_.client_key);
+        }
         RETURN_IF_ERROR(
             Start(Role::kWorker, rank, StrCat("rank ", rank), options_.command, env, n).status());
       }
@@ -703,6 +754,11 @@ class Job {
       std::error_code ec;
       std::filesystem::remove_all(run_dir_, ec);
     }
+    if (!tls_dir_.empty()) {
+      std::error_code ec;
+      std::filesystem::remove_all(tls_dir_, ec);
+      if (ec) Say(StrCat("removing ", tls_dir_, ": ", ec.message()));
+    }
     if (sigfd_ >= 0) close(sigfd_);
     sigfd_ = -1;
     if (mask_set_) pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
@@ -716,6 +772,8 @@ class Job {
   int sigfd_ = -1;
   std::string run_dir_;
   bool own_run_dir_ = false;
+  std::string tls_dir_;     // the job's certificates and keys; "" before MakeCredentials
+  JobCredentialFiles tls_;
   std::unique_ptr<netemu::Cluster> cluster_;
   std::vector<NodeRanks> layout_;
   std::vector<std::string> node_host_;  // per node: "" = here, else its host (over ssh)

@@ -32,8 +32,9 @@ class ControllerClient::Impl {
     args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
     args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
     args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
-    channel_ =
-        grpc::CreateCustomChannel(options_.address, grpc::InsecureChannelCredentials(), args);
+    proto::AddChannelArguments(options_.security, &args);
+    channel_ = grpc::CreateCustomChannel(options_.address,
+                                         proto::ChannelCredentials(options_.security), args);
     stub_ = v1::Controller::NewStub(channel_);
     newest_ = InitialDecision(JobConfig{});
   }
@@ -138,8 +139,14 @@ absl::StatusOr<v1::JoinResponse> ControllerClient::Impl::CallJoin(const v1::Join
   grpc::Status status = stub_->Join(&ctx, request, &response);
   Unregister(&join_ctx_);
   if (!status.ok()) {
+    // A TLS / plain-text mismatch or a refused certificate never gets the channel ready.
+    const bool never_ready = channel_->GetState(false) != GRPC_CHANNEL_READY &&
+                             (status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                              status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED);
     return proto::FromGrpcStatus(
-        status, absl::StrFormat("join %s at controller %s", request.node_name(), options_.address));
+        status, absl::StrFormat("join %s at controller %s%s", request.node_name(),
+                                options_.address,
+                                never_ready ? proto::ConnectHint(options_.security) : ""));
   }
   return response;
 }
@@ -196,8 +203,9 @@ absl::StatusOr<JoinResult> ControllerClient::Impl::Join(const JoinInfo& info) {
     newest_ = InitialDecision(result.job);
   }
   Adopt(proto::FromProto(response->decision()), "join");
-  GRAVAC_CLIENT_LOG(kInfo, "joined controller %s as node %d of %d", options_.address,
-                    result.node_rank, static_cast<int>(result.layout.size()));
+  GRAVAC_CLIENT_LOG(kInfo, "joined controller %s as node %d of %d over %s", options_.address,
+                    result.node_rank, static_cast<int>(result.layout.size()),
+                    options_.security.origin);
   return result;
 }
 
@@ -434,6 +442,13 @@ absl::StatusOr<std::unique_ptr<ControllerClient>> ControllerClient::Create(
     ControllerClientOptions options) {
   if (options.address.empty()) {
     return absl::InvalidArgumentError("controller client: address is empty (--controller)");
+  }
+  const proto::GrpcSecurity& security = options.security;
+  if (!security.plaintext && (security.cert_pem.empty() || security.key_pem.empty() ||
+                              security.ca_pem.empty())) {
+    return absl::InvalidArgumentError(
+        "controller client: no TLS certificate, key and CA, and plain text was not chosen "
+        "(--insecure_plaintext)");
   }
   if (options.stats_batch_size < 1 || options.stats_queue_capacity < options.stats_batch_size) {
     return absl::InvalidArgumentError(

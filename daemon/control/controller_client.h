@@ -33,11 +33,15 @@
 #include "daemon/daemon_metrics.h"
 #include "daemon/engine/protocol.h"
 #include "daemon/engine/types.h"
+#include "proto/grpc_security.h"
 
 namespace gravac::daemon {
 
 struct ControllerClientOptions {
   std::string address;  // host:port of gravac-controller
+  // Mutual TLS with this node's certificate (its name must be JoinInfo::node_name, or the
+  // controller refuses the join) or explicit plain text; the default (neither) fails Create.
+  proto::GrpcSecurity security;
   absl::Duration join_timeout = absl::Seconds(60);
   Logger* log = nullptr;  // not owned; nullptr = no logging
   // Reconnect backoff: starts at the first value, doubles up to the second.

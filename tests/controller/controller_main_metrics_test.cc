@@ -90,6 +90,7 @@ class ControllerProcess {
   ControllerProcess(const std::string& dir, std::vector<std::string> args,
                     std::vector<std::pair<std::string, std::string>> env = {})
       : log_file_(dir + "/controller.log") {
+    args.push_back("--insecure_plaintext");  // these tests are about metrics and job settings
     pid_ = fork();
     if (pid_ == 0) {
       const int fd = open(log_file_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -175,6 +176,7 @@ TEST_F(ControllerMainMetricsTest, ServesMetricsThatFollowTheJob) {
                                         "\"geometric\",sparse_values=\"fp32\",version=\""));
 
   daemon::ControllerClientOptions o;
+  o.security = proto::GrpcSecurity::Plaintext();
   o.address = absl::StrFormat("127.0.0.1:%d", port);
   o.join_timeout = absl::Seconds(10);
   ASSERT_OK_AND_ASSIGN(auto client, daemon::ControllerClient::Create(o));
@@ -234,6 +236,7 @@ TEST_F(ControllerMainMetricsTest, SparseValuesFromTheEnvironmentReachTheJoinAndT
                                         "\"geometric\",sparse_values=\"fp16\",version=\""));
 
   daemon::ControllerClientOptions o;
+  o.security = proto::GrpcSecurity::Plaintext();
   o.address = absl::StrFormat("127.0.0.1:%d", port);
   o.join_timeout = absl::Seconds(10);
   ASSERT_OK_AND_ASSIGN(auto client, daemon::ControllerClient::Create(o));

@@ -22,8 +22,11 @@ namespace {
 namespace v1 = ::gravac::v1;
 using ::testing::HasSubstr;
 
+// Plain text, chosen explicitly: these tests are about the service's logic; the TLS and
+// authorization paths have their own test with real certificates (controller_tls_test).
 ControllerServerOptions Options() {
   ControllerServerOptions o;
+  o.security = proto::GrpcSecurity::Plaintext();
   o.listen = "127.0.0.1:0";
   o.coordinator.nodes = 1;
   o.coordinator.policy.theta_min = 10;

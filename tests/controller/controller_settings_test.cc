@@ -23,6 +23,8 @@ using ::testing::HasSubstr;
 absl::StatusOr<ControllerServerOptions> Parse(std::vector<const char*> args,
                                               std::map<std::string, std::string, std::less<>> env =
                                                   {}) {
+  // Plain text unless the test's environment says otherwise (the TLS settings: TlsSettings*).
+  env.emplace("GRAVAC_INSECURE_PLAINTEXT", "true");
   const std::vector<SettingSpec> table = ControllerSettings();
   ASSIGN_OR_RETURN(Settings s, Settings::Parse(table, args, FixedEnvironment(std::move(env))));
   return OptionsFromSettings(s, nullptr);

@@ -1,7 +1,9 @@
 // gravacctl and gravac-controller as processes: the real controller binary (started with
-// --port_file and small policy settings), a daemon's ControllerClient joining and reporting
-// steps, `gravacctl status` (table and --json) against it, SIGTERM shutdown with the decision
-// log lines; gravacctl against no controller; the table formatter on a known status.
+// --port_file, small policy settings and a job's certificates from runner/job_certs.h), a
+// daemon's ControllerClient joining over mutual TLS and reporting steps, `gravacctl status`
+// (table and --json) against it, refused without a certificate and in plain text, SIGTERM
+// shutdown with the decision log lines; gravacctl against no controller; the table formatter
+// on a known status.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -20,6 +22,7 @@
 #include "daemon/control/controller_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runner/job_certs.h"
 
 namespace gravac::ctl {
 namespace {
@@ -115,9 +118,14 @@ TEST(Gravacctl, FormatsAKnownStatus) {
 
 TEST(Gravacctl, FailsClearlyWithoutAController) {
   CommandResult r =
-      RunCommand(std::string(GRAVACCTL_PATH) + " status --controller 127.0.0.1:1 --timeout_s 1");
+      RunCommand(std::string(GRAVACCTL_PATH) +
+                 " status --controller 127.0.0.1:1 --timeout_s 1 --insecure_plaintext");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.output, HasSubstr("status from controller 127.0.0.1:1"));
+  CommandResult no_tls =
+      RunCommand(std::string(GRAVACCTL_PATH) + " status --controller 127.0.0.1:1 --timeout_s 1");
+  EXPECT_EQ(no_tls.exit_code, 1);
+  EXPECT_THAT(no_tls.output, HasSubstr("no TLS credentials"));
   CommandResult usage = RunCommand(std::string(GRAVACCTL_PATH) + " frobnicate --controller x:1");
   EXPECT_EQ(usage.exit_code, 1);
   EXPECT_THAT(usage.output, HasSubstr("usage: gravacctl status"));
@@ -129,6 +137,12 @@ TEST(Gravacctl, StatusOfARunningController) {
   const std::string port_file = dir + "/port";
   const std::string log_file = dir + "/controller.log";
   unlink(port_file.c_str());
+  const std::string tls_dir = dir + "/tls";
+  ASSERT_EQ(RunCommand("rm -rf " + tls_dir + " && mkdir -m 0700 " + tls_dir).exit_code, 0);
+  ASSERT_OK_AND_ASSIGN(runner::JobCredentialFiles tls,
+                       runner::WriteJobCredentials(tls_dir, {"node-0"}, {"127.0.0.1"}));
+  const std::string ctl_tls = " --tls_ca " + tls.ca + " --tls_cert " + tls.client_cert +
+                              " --tls_key " + tls.client_key;
 
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
@@ -138,7 +152,8 @@ TEST(Gravacctl, StatusOfARunningController) {
     execl(CONTROLLER_PATH, CONTROLLER_PATH, "--listen", "127.0.0.1:0", "--port_file",
           port_file.c_str(), "--nodes", "1", "--window", "2", "--eval_steps", "4", "--theta_max",
           "40", "--epsilon", "0.5", "--alpha", "0", "--decision_delay", "0:20", "--metrics_address",
-          "off", "--sparse_values", "bf16", static_cast<char*>(nullptr));
+          "off", "--sparse_values", "bf16", "--tls_cert", tls.controller_cert.c_str(), "--tls_key",
+          tls.controller_key.c_str(), "--tls_ca", tls.ca.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
   int port = 0;
@@ -153,6 +168,9 @@ TEST(Gravacctl, StatusOfARunningController) {
   daemon::ControllerClientOptions o;
   o.address = address;
   o.join_timeout = absl::Seconds(10);
+  ASSERT_OK_AND_ASSIGN(o.security,
+                       proto::GrpcSecurityFromFiles(tls.node_cert[0], tls.node_key[0], tls.ca,
+                                                    proto::GrpcRole::kNodeClient));
   ASSERT_OK_AND_ASSIGN(auto client, daemon::ControllerClient::Create(o));
   ASSERT_OK_AND_ASSIGN(daemon::JoinResult joined,
                        client->Join({"node-0", 0, 2, 2, "address-blob"}));
@@ -166,14 +184,15 @@ TEST(Gravacctl, StatusOfARunningController) {
     // Follow the decisions like a daemon: wait (bounded) for this step to be observed.
     for (int i = 0; i < 400; ++i) {
       CommandResult r =
-          RunCommand(std::string(GRAVACCTL_PATH) + " status --json --controller " + address);
+          RunCommand(std::string(GRAVACCTL_PATH) + " status --json --controller " + address + ctl_tls);
       if (r.output.find(absl::StrFormat("\"last_step\": \"%d\"", step)) != std::string::npos) {
         break;
       }
       absl::SleepFor(absl::Milliseconds(5));
     }
   }
-  CommandResult table = RunCommand(std::string(GRAVACCTL_PATH) + " status --controller " + address);
+  CommandResult table =
+      RunCommand(std::string(GRAVACCTL_PATH) + " status --controller " + address + ctl_tls);
   EXPECT_EQ(table.exit_code, 0) << table.output;
   EXPECT_THAT(table.output, HasSubstr("assembled, 1 of 1 nodes, world size 2"));
   EXPECT_THAT(table.output, HasSubstr("node-0"));
@@ -182,11 +201,21 @@ TEST(Gravacctl, StatusOfARunningController) {
   EXPECT_THAT(table.output, HasSubstr("saved 105.5 KiB (90.0%)"));
   EXPECT_THAT(table.output, Not(HasSubstr("epoch 0 ")));
   CommandResult json =
-      RunCommand(std::string(GRAVACCTL_PATH) + " status --json --controller " + address);
+      RunCommand(std::string(GRAVACCTL_PATH) + " status --json --controller " + address + ctl_tls);
   EXPECT_EQ(json.exit_code, 0);
   EXPECT_THAT(json.output, HasSubstr("\"assembled\": true"));
   EXPECT_THAT(json.output, HasSubstr("\"phase\": \""));
   EXPECT_THAT(json.output, HasSubstr("\"sparse_values\": \"bf16\""));
+  // Without a client certificate, or in plain text, the controller does not answer.
+  CommandResult anonymous = RunCommand(std::string(GRAVACCTL_PATH) + " status --timeout_s 2" +
+                                       " --controller " + address + " --tls_ca " + tls.ca);
+  EXPECT_EQ(anonymous.exit_code, 1);
+  EXPECT_THAT(anonymous.output, HasSubstr("this end uses TLS"));
+  CommandResult plain = RunCommand(std::string(GRAVACCTL_PATH) + " status --timeout_s 2" +
+                                   " --controller " + address + " --insecure_plaintext");
+  EXPECT_EQ(plain.exit_code, 1);
+  EXPECT_THAT(plain.output, HasSubstr("this end uses plain text"));
+  EXPECT_THAT(ReadFile(log_file), HasSubstr("over mutual TLS"));
 
   client->Shutdown();
   ASSERT_EQ(kill(pid, SIGTERM), 0);

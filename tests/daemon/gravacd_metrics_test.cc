@@ -48,7 +48,8 @@ class GravacdProcess {
     log_ = dir + "/gravacd.log";
     std::vector<std::string> args = {
         GRAVACD_BIN,      "--controller=127.0.0.1:1", "--socket=" + dir + "/gravacd.sock",
-        "--local_size=1", "--node_name=n7",           "--worker_timeout_s=60"};
+        "--local_size=1", "--node_name=n7",           "--worker_timeout_s=60",
+        "--insecure_plaintext"};  // these tests are about /metrics
     args.insert(args.end(), extra.begin(), extra.end());
     pid_ = fork();
     if (pid_ == 0) {

@@ -25,8 +25,11 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Pair;
 
+// Plain text unless the test's environment says otherwise: these tests are about the other
+// settings (TLS settings are tested in proto_grpc_security_test).
 absl::StatusOr<GravacdOptions> Parse(std::vector<const char*> args,
                                      std::map<std::string, std::string, std::less<>> env = {}) {
+  env.emplace("GRAVAC_INSECURE_PLAINTEXT", "true");
   ASSIGN_OR_RETURN(Settings s,
                    Settings::Parse(GravacdSettings(), args, FixedEnvironment(std::move(env))));
   return GravacdOptionsFromSettings(s);

@@ -21,6 +21,7 @@ namespace {
 using ::gravac::testing::IsOk;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 
 absl::StatusOr<netemu::CommandResult> Gravacrun(std::vector<std::string> flags,
                                                 std::vector<std::string> worker_args) {
@@ -42,6 +43,17 @@ TEST(GravacrunJobTest, TwoNodesFourWorkers) {
   EXPECT_THAT(r.err, HasSubstr("gravacrun: controller listening on 127.0.0.1:"));
   EXPECT_THAT(r.err, HasSubstr("[gravacd 1]"));
   EXPECT_THAT(r.err, HasSubstr("[controller]"));
+  // The control plane ran over mutual TLS with the job's own certificates, no set-up given.
+  EXPECT_THAT(r.err, ::testing::ContainsRegex(
+                         "\\[controller\\] [^\n]*listening on 127\\.0\\.0\\.1:0 \\(port "
+                         "[0-9]+\\) over mutual TLS \\(certificate /tmp/gravacrun-tls-"));
+  for (int node = 0; node < 2; ++node) {
+    EXPECT_THAT(r.err, ::testing::ContainsRegex(absl::StrCat(
+                           "\\[gravacd ", node, "\\] [^\n]*joined controller [^\n]* as node ",
+                           node, " of 2 over mutual TLS \\(certificate [^ ]*/node-", node,
+                           "\\.crt")));
+  }
+  EXPECT_THAT(r.err, Not(HasSubstr("INSECURE")));
 }
 
 // A job setting given to gravacrun reaches the controller (its start-up line shows it), and the

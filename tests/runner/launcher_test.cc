@@ -23,9 +23,20 @@
 namespace gravac::runner {
 namespace {
 
+// `text` as a literal in a POSIX extended regular expression.
+std::string Escape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (std::string_view(".[]()*+?{}|^$\\").find(c) != std::string_view::npos) out += '\\';
+    out += c;
+  }
+  return out;
+}
+
 using ::gravac::testing::IsOk;
 using ::gravac::testing::StatusIs;
 using ::testing::AllOf;
+using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -117,22 +128,51 @@ TEST_F(LauncherTest, DaemonsAndControllerGetTheirFlagsAndPrefixes) {
   ASSERT_OK_AND_ASSIGN(int rc, Run(o));
   EXPECT_EQ(rc, 0) << Err();
   const std::string out = Out();
+  // The job's certificates: one private directory, the controller's, each node's own.
+  const std::string tls = "/tmp/gravacrun-tls-[A-Za-z0-9]+/";
   EXPECT_THAT(
-      out, HasSubstr(absl::StrCat("[controller] controller --listen=127.0.0.1:0 --port_file=",
-                                  job_.RunDirPath("controller.port"),
-                                  " --nodes=2 --metrics_address=127.0.0.1:0 --metrics_port_file=",
-                                  job_.RunDirPath("controller.metrics.port"), " --window=5\n")));
+      out, ContainsRegex(absl::StrCat(
+               "\\[controller\\] controller --listen=127\\.0\\.0\\.1:0 --port_file=",
+               Escape(job_.RunDirPath("controller.port")), " --nodes=2 --tls_cert=", tls,
+               "controller\\.crt --tls_key=", tls, "controller\\.key --tls_ca=", tls,
+               "ca\\.crt --metrics_address=127\\.0\\.0\\.1:0 --metrics_port_file=",
+               Escape(job_.RunDirPath("controller.metrics.port")), " --window=5\n")));
   EXPECT_THAT(out,
-              HasSubstr(absl::StrCat("[gravacd 0] daemon --controller=127.0.0.1:", FakeJob::kPort,
-                                     " --socket=", job_.RunDirPath("gravacd-0.sock"),
-                                     " --local_size=2 --node_name=node0 --node_rank=0 --nodes=2 "
-                                     "--metrics_address=127.0.0.1:0 --metrics_port_file=",
-                                     job_.RunDirPath("gravacd-0.metrics.port"),
-                                     " --step_log=", job_.Path("steps"), ".0 --tag=0\n")));
-  EXPECT_THAT(out, HasSubstr("--local_size=1 --node_name=node1 --node_rank=1 --nodes=2 "
-                             "--metrics_address=127.0.0.1:0 --metrics_port_file=" +
-                             job_.RunDirPath("gravacd-1.metrics.port") +
-                             " --step_log=" + job_.Path("steps") + ".1 --tag=1\n"));
+              ContainsRegex(absl::StrCat(
+                  "\\[gravacd 0\\] daemon --controller=127\\.0\\.0\\.1:", FakeJob::kPort,
+                  " --socket=", Escape(job_.RunDirPath("gravacd-0.sock")),
+                  " --local_size=2 --node_name=node0 --node_rank=0 --nodes=2 --tls_cert=", tls,
+                  "node-0\\.crt --tls_key=", tls, "node-0\\.key --tls_ca=", tls,
+                  "ca\\.crt --metrics_address=127\\.0\\.0\\.1:0 --metrics_port_file=",
+                  Escape(job_.RunDirPath("gravacd-0.metrics.port")),
+                  " --step_log=", Escape(job_.Path("steps")), "\\.0 --tag=0\n")));
+  EXPECT_THAT(out, ContainsRegex(absl::StrCat(
+                       "--local_size=1 --node_name=node1 --node_rank=1 --nodes=2 --tls_cert=", tls,
+                       "node-1\\.crt --tls_key=", tls, "node-1\\.key --tls_ca=", tls,
+                       "ca\\.crt --metrics_address=127\\.0\\.0\\.1:0 --metrics_port_file=",
+                       Escape(job_.RunDirPath("gravacd-1.metrics.port")),
+                       " --step_log=", Escape(job_.Path("steps")), "\\.1 --tag=1\n")));
+}
+
+// The keys are mode 0600 in a private directory (0700) that is gone after the job; the workers
+// hold gravacctl's client certificate.
+TEST_F(LauncherTest, JobCertificatesArePrivateAndRemovedAtTheEnd) {
+  RunnerOptions o = Options(
+      2, 2,
+      {"sh", "-c",
+       "d=$(dirname $GRAVAC_TLS_KEY); echo tls $GRAVAC_RANK $d $(stat -c %a $d) "
+       "$(stat -c %a $GRAVAC_TLS_KEY $d/controller.key $d/node-0.key $d/node-1.key) "
+       "$(basename $GRAVAC_TLS_CERT) $(basename $GRAVAC_TLS_CA) "
+       "$(openssl x509 -noout -subject -in $d/node-1.crt | tr -d ' ')"});
+  ASSERT_OK_AND_ASSIGN(int rc, Run(o));
+  EXPECT_EQ(rc, 0) << Err();
+  const std::string out = Out();
+  EXPECT_THAT(out, ContainsRegex("\\[rank 1\\] tls 1 /tmp/gravacrun-tls-[A-Za-z0-9]+ 700 600 600 "
+                                 "600 600 client\\.crt ca\\.crt subject=CN=node1\n"));
+  const size_t at = out.find("/tmp/gravacrun-tls-");
+  ASSERT_NE(at, std::string::npos);
+  const std::string dir = out.substr(at, out.find(' ', at) - at);
+  EXPECT_FALSE(std::filesystem::exists(dir)) << dir;
 }
 
 TEST_F(LauncherTest, PrintsWhereEveryProcessServesMetrics) {
@@ -154,9 +194,12 @@ TEST_F(LauncherTest, MetricsOffPassesOffToEveryProcessAndPrintsNoAddress) {
   ASSERT_OK_AND_ASSIGN(int rc, Run(o));
   EXPECT_EQ(rc, 0) << Err();
   const std::string out = Out();
-  EXPECT_THAT(out, HasSubstr(" --nodes=2 --metrics_address=off\n"));
-  EXPECT_THAT(out, HasSubstr("--node_rank=0 --nodes=2 --metrics_address=off\n"));
-  EXPECT_THAT(out, HasSubstr("--node_rank=1 --nodes=2 --metrics_address=off\n"));
+  EXPECT_THAT(out, ContainsRegex(" --nodes=2 --tls_cert=[^ ]+controller.crt --tls_key=[^ ]+ "
+                                 "--tls_ca=[^ ]+ --metrics_address=off\n"));
+  EXPECT_THAT(out, ContainsRegex("--node_rank=0 --nodes=2 --tls_cert=[^ ]+node-0.crt "
+                                 "--tls_key=[^ ]+ --tls_ca=[^ ]+ --metrics_address=off\n"));
+  EXPECT_THAT(out, ContainsRegex("--node_rank=1 --nodes=2 --tls_cert=[^ ]+node-1.crt "
+                                 "--tls_key=[^ ]+ --tls_ca=[^ ]+ --metrics_address=off\n"));
   EXPECT_THAT(out, Not(HasSubstr("--metrics_port_file")));
   EXPECT_THAT(Err(), Not(HasSubstr("metrics: ")));
   EXPECT_FALSE(std::filesystem::exists(job_.Path("targets.json")));

@@ -44,8 +44,11 @@ Logger* TestLog() {
   return log;
 }
 
+// Plain text, chosen explicitly: these tests are about joining, decisions, statistics and
+// reconnects; mutual TLS and node identities have their own test (controller_tls_test).
 ControllerServerOptions ServerOptions(int nodes, std::string listen = "127.0.0.1:0") {
   ControllerServerOptions o;
+  o.security = proto::GrpcSecurity::Plaintext();
   o.coordinator.log = TestLog();
   o.listen = std::move(listen);
   o.coordinator.nodes = nodes;
@@ -67,6 +70,7 @@ ControllerServerOptions ServerOptions(int nodes, std::string listen = "127.0.0.1
 std::unique_ptr<ControllerClient> Client(int port, absl::Duration join_timeout = absl::Seconds(20),
                                          size_t queue = 4096, DaemonMetrics* metrics = nullptr) {
   ControllerClientOptions o;
+  o.security = proto::GrpcSecurity::Plaintext();
   o.address = absl::StrFormat("127.0.0.1:%d", port);
   o.log = TestLog();
   o.join_timeout = join_timeout;
@@ -371,6 +375,7 @@ TEST(ControllerClient, IdleDaemonsSurviveKeepalivePings) {
   std::vector<std::unique_ptr<ControllerClient>> clients;
   for (int i = 0; i < 2; ++i) {
     ControllerClientOptions o;
+    o.security = proto::GrpcSecurity::Plaintext();
     o.address = absl::StrFormat("127.0.0.1:%d", server->port());
     o.log = TestLog();
     o.keepalive_time = absl::Seconds(1);
