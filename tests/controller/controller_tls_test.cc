@@ -168,13 +168,16 @@ grpc::Status CallJoin(v1::Controller::Stub* stub, const std::string& name, bool 
 }
 
 // Made-up statistics for node `node_rank` (θ = 10000, a huge gain), as the fault matrix sent.
-grpc::Status CallReportStats(v1::Controller::Stub* stub, int node_rank, int64_t* accepted) {
+// `job`: the job's name ("" = the default job).
+grpc::Status CallReportStats(v1::Controller::Stub* stub, int node_rank, int64_t* accepted,
+                             const std::string& job = "") {
   grpc::ClientContext ctx;
   Deadline(&ctx);
   v1::ReportStatsResponse response;
   std::unique_ptr<grpc::ClientWriter<v1::StatsBatch>> writer = stub->ReportStats(&ctx, &response);
   v1::StatsBatch batch;
   batch.set_node_rank(node_rank);
+  batch.mutable_job_id()->set_name(job);
   for (int64_t step = 0; step < 4; ++step) {
     v1::NodeStepStats* s = batch.add_stats();
     s->set_step(step);
@@ -193,11 +196,12 @@ grpc::Status CallReportStats(v1::Controller::Stub* stub, int node_rank, int64_t*
   return status;
 }
 
-grpc::Status CallWatch(v1::Controller::Stub* stub, int node_rank) {
+grpc::Status CallWatch(v1::Controller::Stub* stub, int node_rank, const std::string& job = "") {
   grpc::ClientContext ctx;
   Deadline(&ctx, absl::Seconds(2));
   v1::WatchDecisionsRequest request;
   request.set_node_rank(node_rank);
+  request.mutable_job_id()->set_name(job);
   std::unique_ptr<grpc::ClientReader<v1::Decision>> reader = stub->WatchDecisions(&ctx, request);
   v1::Decision decision;
   if (reader->Read(&decision)) {
@@ -298,6 +302,62 @@ TEST(ControllerTls, NodeCertificateIsRefusedForAnotherNodesName) {
   EXPECT_THAT(impostor->Join(Info(0)),
               StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("names node1")));
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  for (auto& d : daemons) d->Shutdown();
+}
+
+// Node identity holds within the job a call names: node1 is node rank 0 of a second job, where
+// node0's certificate cannot speak for rank 0, and node1's still cannot for rank 0 of the first.
+TEST(ControllerTls, NodeIdentityHoldsWithinTheJobTheCallNames) {
+  std::unique_ptr<ControllerServer> server = StartServer(false);
+  ASSERT_NE(server, nullptr);
+  auto daemons = AssembleJob(server->port());  // the default job: node0 rank 0, node1 rank 1
+  std::unique_ptr<v1::Controller::Stub> as_node0 = Stub(server->port(), &TestPki().node0);
+  std::unique_ptr<v1::Controller::Stub> as_node1 = Stub(server->port(), &TestPki().node1);
+
+  {  // job "other" of one node: node1, its node rank 0
+    grpc::ClientContext ctx;
+    Deadline(&ctx);
+    v1::JoinRequest request;
+    request.mutable_job_id()->set_name("other");
+    request.set_nodes(1);
+    request.set_node_name("node1");
+    request.set_local_count(1);
+    request.set_world_size(1);
+    request.set_transport_address("address-of-node-1");
+    request.set_data_plane_protocol(daemon::kDataPlaneProtocol);
+    v1::JoinResponse response;
+    grpc::Status joined = as_node1->Join(&ctx, request, &response);
+    ASSERT_TRUE(joined.ok()) << joined.error_message();
+    EXPECT_EQ(response.node_rank(), 0);
+  }
+  // Rank 0 of "other" is node1's: node0's certificate neither reports nor watches for it, nor
+  // makes it leave.
+  grpc::Status stats = CallReportStats(as_node0.get(), 0, nullptr, "other");
+  EXPECT_EQ(stats.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(stats.error_message(), HasSubstr("other"));
+  EXPECT_EQ(CallWatch(as_node0.get(), 0, "other").error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  {
+    grpc::ClientContext ctx;
+    Deadline(&ctx);
+    v1::LeaveRequest request;
+    request.mutable_job_id()->set_name("other");
+    request.set_node_rank(0);
+    v1::LeaveResponse response;
+    EXPECT_EQ(as_node0->Leave(&ctx, request, &response).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+  }
+  int64_t accepted = 0;
+  grpc::Status own = CallReportStats(as_node1.get(), 0, &accepted, "other");
+  EXPECT_TRUE(own.ok()) << own.error_message();
+  EXPECT_EQ(accepted, 4);
+  EXPECT_TRUE(CallWatch(as_node1.get(), 0, "other").ok());
+  // In the default job rank 0 is still node0's, and only node0's.
+  EXPECT_EQ(CallReportStats(as_node1.get(), 0, nullptr).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(CallWatch(as_node1.get(), 0).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_TRUE(CallWatch(as_node0.get(), 0).ok());
+  EXPECT_EQ(server->coordinator()->Status().steps_observed, 0);
   for (auto& d : daemons) d->Shutdown();
 }
 

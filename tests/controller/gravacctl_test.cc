@@ -22,6 +22,7 @@
 #include "daemon/control/controller_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/grpc_security.h"
 #include "runner/job_certs.h"
 
 namespace gravac::ctl {
@@ -259,7 +260,7 @@ TEST(Gravacctl, OneControllerServesSeveralJobs) {
     execl(CONTROLLER_PATH, CONTROLLER_PATH, "--listen", "127.0.0.1:0", "--port_file",
           port_file.c_str(), "--nodes", "1", "--window", "2", "--eval_steps", "4", "--theta_max",
           "40", "--epsilon", "0.5", "--alpha", "0", "--min_dwell", "0", "--metrics_address", "off",
-          static_cast<char*>(nullptr));
+          "--insecure_plaintext", static_cast<char*>(nullptr));
     _exit(127);
   }
   int port = 0;
@@ -270,11 +271,13 @@ TEST(Gravacctl, OneControllerServesSeveralJobs) {
   }
   ASSERT_GT(port, 0) << ReadFile(log_file);
   const std::string address = absl::StrFormat("127.0.0.1:%d", port);
-  const std::string ctl = std::string(GRAVACCTL_PATH) + " --controller " + address + " ";
+  const std::string ctl =
+      std::string(GRAVACCTL_PATH) + " --controller " + address + " --insecure_plaintext ";
 
   auto join = [&](const std::string& name, const std::string& run) {
     daemon::ControllerClientOptions o;
     o.address = address;
+    o.security = proto::GrpcSecurity::Plaintext();
     o.join_timeout = absl::Seconds(10);
     auto client = daemon::ControllerClient::Create(o);
     EXPECT_THAT(client, IsOk());
