@@ -71,7 +71,8 @@ class JobMetrics final : public CoordinatorObserver {
             m.job_step_duration_.Add(labels_, ExponentialBuckets(0.001, 2, 16))),
         job_sent_bytes_(m.job_sent_bytes_.Add(labels_)),
         job_dense_bytes_(m.job_dense_bytes_.Add(labels_)) {
-    for (StatsRejection reason : kAllStatsRejections) {
+    for (const EnumName<StatsRejection>& entry : kStatsRejections) {
+      const StatsRejection reason = entry.value;
       rejected_.push_back(
           &m.rejected_.Add(With(labels_, "reason", std::string(StatsRejectionName(reason)))));
     }

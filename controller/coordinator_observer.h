@@ -19,6 +19,7 @@
 #include "absl/time/time.h"
 #include "controller/policy/policy_config.h"
 #include "controller/policy/throughput_table.h"
+#include "core/enum_names.h"
 #include "core/job_types.h"
 
 namespace gravac::controller {
@@ -31,24 +32,14 @@ enum class StatsRejection {
   kIncompleteEvicted,  // not every node reported the step before it was given up (one per step)
   kPolicyRefused,      // the policy refused the combined step (one per step)
 };
-inline constexpr StatsRejection kAllStatsRejections[] = {
-    StatsRejection::kThetaDisagrees, StatsRejection::kOldEpoch, StatsRejection::kDroppedByNode,
-    StatsRejection::kIncompleteEvicted, StatsRejection::kPolicyRefused};
-// "theta_disagrees", "old_epoch", "dropped_by_node", "incomplete_evicted", "policy_refused".
+// Every reason with its metric label.
+inline constexpr EnumName<StatsRejection> kStatsRejections[] = {
+    {StatsRejection::kThetaDisagrees, "theta_disagrees"}, {StatsRejection::kOldEpoch, "old_epoch"},
+    {StatsRejection::kDroppedByNode, "dropped_by_node"},
+    {StatsRejection::kIncompleteEvicted, "incomplete_evicted"},
+    {StatsRejection::kPolicyRefused, "policy_refused"}};
 constexpr std::string_view StatsRejectionName(StatsRejection reason) {
-  switch (reason) {
-    case StatsRejection::kThetaDisagrees:
-      return "theta_disagrees";
-    case StatsRejection::kOldEpoch:
-      return "old_epoch";
-    case StatsRejection::kDroppedByNode:
-      return "dropped_by_node";
-    case StatsRejection::kIncompleteEvicted:
-      return "incomplete_evicted";
-    case StatsRejection::kPolicyRefused:
-      return "policy_refused";
-  }
-  return "unknown";
+  return NameOf(kStatsRejections, reason);
 }
 
 // One combined step the policy observed.

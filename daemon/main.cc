@@ -20,6 +20,7 @@
 
 #include "absl/strings/str_format.h"
 #include "core/absl_compat.h"
+#include "core/errno_status.h"
 #include "core/logging.h"
 #include "core/metrics.h"
 #include "core/settings.h"
@@ -78,7 +79,7 @@ int Main(const Settings& settings) {
   const int signal_fd = signalfd(-1, &signals, SFD_CLOEXEC);
   const int done_fd = eventfd(0, EFD_CLOEXEC);
   if (signal_fd < 0 || done_fd < 0) {
-    GRAVAC_LOG(log, kError, "cannot create the signalfd/eventfd: %s", strerror(errno));
+    GRAVAC_LOG(log, kError, "cannot create the signalfd/eventfd: %s", ErrnoText(errno));
     return 1;
   }
 

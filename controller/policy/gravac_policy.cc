@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "core/enum_names.h"
 
 namespace gravac::policy {
 namespace {
@@ -33,15 +34,9 @@ absl::Status CheckNonNegative(const char* field, double value, int64_t step) {
 }  // namespace
 
 std::string_view PhaseName(Phase phase) {
-  switch (phase) {
-    case Phase::kWarmup:
-      return "warmup";
-    case Phase::kSearching:
-      return "searching";
-    case Phase::kDone:
-      return "done";
-  }
-  return "unknown";
+  constexpr EnumName<Phase> kPhases[] = {
+      {Phase::kWarmup, "warmup"}, {Phase::kSearching, "searching"}, {Phase::kDone, "done"}};
+  return NameOf(kPhases, phase);
 }
 
 bool Decision::SameChoice(const Decision& o) const {

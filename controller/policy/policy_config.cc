@@ -6,24 +6,21 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "controller/policy/window_tracker.h"
+#include "core/enum_names.h"
 
 namespace gravac::policy {
 
-std::string_view NormModeName(NormMode mode) {
-  switch (mode) {
-    case NormMode::kSumOfLayerL2:
-      return "sum_layer_l2";
-    case NormMode::kGlobalSquaredL2:
-      return "global_squared_l2";
-  }
-  return "unknown";
-}
+namespace {
+
+constexpr EnumName<NormMode> kNormModes[] = {{NormMode::kSumOfLayerL2, "sum_layer_l2"},
+                                              {NormMode::kGlobalSquaredL2, "global_squared_l2"}};
+
+}  // namespace
+
+std::string_view NormModeName(NormMode mode) { return NameOf(kNormModes, mode); }
 
 absl::StatusOr<NormMode> ParseNormMode(std::string_view name) {
-  if (name == "sum_layer_l2") return NormMode::kSumOfLayerL2;
-  if (name == "global_squared_l2") return NormMode::kGlobalSquaredL2;
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "norm mode \"%s\" is not one of: sum_layer_l2, global_squared_l2", std::string(name)));
+  return ParseEnum(kNormModes, name, "norm mode");
 }
 
 absl::Status PolicyConfig::Validate() const {

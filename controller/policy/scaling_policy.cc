@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_format.h"
+#include "core/enum_names.h"
 
 namespace gravac::policy {
 
@@ -41,21 +42,17 @@ double NextCandidate(const ScalingParams& p, double theta) {
   return std::min(theta * step, p.theta_max);
 }
 
-std::string_view ScalingKindName(ScalingKind kind) {
-  switch (kind) {
-    case ScalingKind::kGeometric:
-      return "geometric";
-    case ScalingKind::kExponential:
-      return "exponential";
-  }
-  return "unknown";
-}
+namespace {
+
+constexpr EnumName<ScalingKind> kScalingKinds[] = {{ScalingKind::kGeometric, "geometric"},
+                                                   {ScalingKind::kExponential, "exponential"}};
+
+}  // namespace
+
+std::string_view ScalingKindName(ScalingKind kind) { return NameOf(kScalingKinds, kind); }
 
 absl::StatusOr<ScalingKind> ParseScalingKind(std::string_view name) {
-  if (name == "geometric") return ScalingKind::kGeometric;
-  if (name == "exponential") return ScalingKind::kExponential;
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "scaling policy \"%s\" is not one of: geometric, exponential", std::string(name)));
+  return ParseEnum(kScalingKinds, name, "scaling policy");
 }
 
 }  // namespace gravac::policy

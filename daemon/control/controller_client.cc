@@ -15,6 +15,25 @@ namespace gravac::daemon {
 
 namespace v1 = ::gravac::v1;
 
+namespace {
+
+// The JoinRequest naming this node; a re-join adds what it holds.
+v1::JoinRequest JoinRequestOf(const JoinInfo& info) {
+  v1::JoinRequest request;
+  request.mutable_job_id()->set_name(info.job.name);
+  request.mutable_job_id()->set_run_id(info.job.run_id);
+  request.set_nodes(info.nodes);
+  request.set_node_name(info.node_name);
+  request.set_first_rank(info.first_rank);
+  request.set_local_count(info.local_count);
+  request.set_world_size(info.world_size);
+  request.set_transport_address(info.transport_address);
+  request.set_data_plane_protocol(info.data_plane_protocol);
+  return request;
+}
+
+}  // namespace
+
 #define GRAVAC_CLIENT_LOG(level, ...)                                           \
   do {                                                                          \
     if (options_.log != nullptr) GRAVAC_LOG(*options_.log, level, __VA_ARGS__); \
@@ -22,7 +41,8 @@ namespace v1 = ::gravac::v1;
 
 class ControllerClient::Impl {
  public:
-  explicit Impl(ControllerClientOptions options) : options_(std::move(options)) {
+  explicit Impl(ControllerClientOptions options)
+      : options_(std::move(options)), clock_(ClockOr(options_.clock)) {
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
@@ -75,6 +95,7 @@ class ControllerClient::Impl {
   void Unregister(grpc::ClientContext** slot);
 
   const ControllerClientOptions options_;
+  const Clock& clock_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Controller::Stub> stub_;
 
@@ -116,8 +137,7 @@ void ControllerClient::Impl::Unregister(grpc::ClientContext** slot) {
 
 bool ControllerClient::Impl::Sleep(absl::Duration d) {
   absl::MutexLock lock(&mu_);
-  mu_.AwaitWithTimeout(absl::Condition(&stop_), d);
-  return !stop_;
+  return !AwaitUntil(clock_, mu_, absl::Condition(&stop_), clock_.Now() + d);
 }
 
 void ControllerClient::Impl::Adopt(const JobDecision& decision, std::string_view from) {
@@ -159,20 +179,12 @@ void SetJobId(const JobId& id, v1::JobId* out) {
 }  // namespace
 
 absl::StatusOr<JoinResult> ControllerClient::Impl::Join(const JoinInfo& info) {
-  v1::JoinRequest request;
-  SetJobId(info.job, request.mutable_job_id());
-  request.set_nodes(info.nodes);
-  request.set_node_name(info.node_name);
-  request.set_first_rank(info.first_rank);
-  request.set_local_count(info.local_count);
-  request.set_world_size(info.world_size);
-  request.set_transport_address(info.transport_address);
-  request.set_data_plane_protocol(info.data_plane_protocol);
-  const absl::Time deadline = absl::Now() + options_.join_timeout;
+  const v1::JoinRequest request = JoinRequestOf(info);
+  const absl::Time deadline = clock_.Now() + options_.join_timeout;
   absl::Duration backoff = options_.reconnect_initial;
   absl::StatusOr<v1::JoinResponse> response;
   while (true) {
-    const absl::Duration left = deadline - absl::Now();
+    const absl::Duration left = deadline - clock_.Now();
     if (left <= absl::ZeroDuration()) {
       return absl::DeadlineExceededError(absl::StrFormat(
           "join %s at controller %s: the job did not assemble within %s (last: %s)", info.node_name,
@@ -182,7 +194,7 @@ absl::StatusOr<JoinResult> ControllerClient::Impl::Join(const JoinInfo& info) {
     response = CallJoin(request, left);
     // UNAVAILABLE: the controller went away or is shutting down; try again until the deadline.
     if (response.ok() || response.status().code() != absl::StatusCode::kUnavailable) break;
-    if (!Sleep(std::min(backoff, deadline - absl::Now()))) {
+    if (!Sleep(std::min(backoff, deadline - clock_.Now()))) {
       return absl::CancelledError("join: the client is stopping");
     }
     backoff = std::min(backoff * 2, options_.reconnect_max);
@@ -214,14 +226,7 @@ bool ControllerClient::Impl::Rejoin() {
   int node_rank = 0;
   {
     absl::MutexLock lock(&mu_);
-    SetJobId(info_.job, request.mutable_job_id());
-    request.set_nodes(info_.nodes);
-    request.set_node_name(info_.node_name);
-    request.set_first_rank(info_.first_rank);
-    request.set_local_count(info_.local_count);
-    request.set_world_size(info_.world_size);
-    request.set_transport_address(info_.transport_address);
-    request.set_data_plane_protocol(info_.data_plane_protocol);
+    request = JoinRequestOf(info_);
     request.set_rejoin(true);
     request.set_node_rank(joined_.node_rank);
     request.set_newest_epoch(newest_.epoch);
@@ -403,7 +408,8 @@ void ControllerClient::Impl::Shutdown() {
     shut_down_ = true;
     draining_ = true;
     if (started_) {
-      mu_.AwaitWithTimeout(absl::Condition(&sender_done_), options_.shutdown_timeout);
+      AwaitUntil(clock_, mu_, absl::Condition(&sender_done_),
+                 clock_.Now() + options_.shutdown_timeout);
     }
     stop_ = true;
     for (grpc::ClientContext* ctx : {join_ctx_, watch_ctx_, stats_ctx_}) {

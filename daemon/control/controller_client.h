@@ -28,6 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "core/clock.h"
 #include "core/job_id.h"
 #include "core/logging.h"
 #include "daemon/daemon_metrics.h"
@@ -59,6 +60,10 @@ struct ControllerClientOptions {
   // gravac_controller_connected (1 from the first decision of a WatchDecisions stream until it
   // ends) and gravac_decisions_received_total; nullptr = no metrics. Must outlive the client.
   DaemonMetrics* metrics = nullptr;
+  // The time join_timeout, the reconnect backoff and shutdown_timeout are measured on
+  // (core/clock.h); nullptr = the real clock. gRPC's own deadlines and pings run on real time.
+  // Must outlive the client.
+  const Clock* clock = nullptr;
 };
 
 // What this daemon tells the controller when it joins.

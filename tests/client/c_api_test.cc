@@ -10,45 +10,21 @@
 
 #include "core/testing/status_matchers.h"
 #include "daemon/collectives/reduce.h"
-#include "daemon/local/worker_server.h"
 #include "gmock/gmock.h"
 #include "gravac/gravac.h"
 #include "gravac/gravac.hpp"
 #include "gtest/gtest.h"
-#include "tests/daemon/local/fake_engine.h"
-#include "tests/daemon/local/test_workers.h"
+#include "tests/daemon/local/fake_daemon_fixture.h"
 
 namespace gravac {
 namespace {
 
 using ::gravac::daemon::testing::FakeEngine;
 using ::gravac::daemon::testing::MakeConfig;
-using ::gravac::daemon::testing::RunWorkers;
-using ::gravac::daemon::testing::TempDir;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-class CApiTest : public ::testing::Test {
- protected:
-  void StartDaemon(int local_size) {
-    engine_ = std::make_unique<FakeEngine>(local_size);
-    daemon::WorkerServerOptions o;
-    o.socket_path = dir_.socket();
-    o.local_size = local_size;
-    auto server = daemon::WorkerServer::Start(o);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = std::move(*server);
-    server_->Serve(engine_->Sink(), engine_->OnFailure());
-  }
-  void Run(int n, const std::function<void(int, gravac_context*)>& fn, int64_t staging = 0,
-           bool shutdown = true) {
-    RunWorkers(dir_.socket(), n, 0, n, fn, staging, shutdown);
-  }
-
-  TempDir dir_;
-  std::unique_ptr<FakeEngine> engine_;
-  std::unique_ptr<daemon::WorkerServer> server_;
-};
+using CApiTest = daemon::testing::FakeDaemonTest;
 
 template <typename T>
 void AllreduceCase(gravac_context* ctx, int lr, gravac_dtype dtype, gravac_op op, int n_workers) {

@@ -7,12 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "daemon/local/worker_server.h"
 #include "gmock/gmock.h"
 #include "gravac/gravac.h"
 #include "gtest/gtest.h"
-#include "tests/daemon/local/fake_engine.h"
-#include "tests/daemon/local/test_workers.h"
+#include "tests/daemon/local/fake_daemon_fixture.h"
 
 #ifdef GRAVAC_TEST_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -21,29 +19,11 @@
 namespace gravac {
 namespace {
 
-using ::gravac::daemon::testing::FakeEngine;
 using ::gravac::daemon::testing::RunWorkers;
-using ::gravac::daemon::testing::TempDir;
 using ::testing::AnyOf;
 using ::testing::HasSubstr;
 
-class DeviceApiTest : public ::testing::Test {
- protected:
-  void StartDaemon(int local_size) {
-    engine_ = std::make_unique<FakeEngine>(local_size);
-    daemon::WorkerServerOptions o;
-    o.socket_path = dir_.socket();
-    o.local_size = local_size;
-    auto server = daemon::WorkerServer::Start(o);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = std::move(*server);
-    server_->Serve(engine_->Sink(), engine_->OnFailure());
-  }
-
-  TempDir dir_;
-  std::unique_ptr<FakeEngine> engine_;
-  std::unique_ptr<daemon::WorkerServer> server_;
-};
+using DeviceApiTest = daemon::testing::FakeDaemonTest;
 
 bool HaveDevice() {
 #ifdef GRAVAC_TEST_WITH_CUDA

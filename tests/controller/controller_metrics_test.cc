@@ -18,6 +18,7 @@
 #include "controller/coordinator.h"
 #include "core/metrics.h"
 #include "core/testing/status_matchers.h"
+#include "core/testing/step_stats.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -100,20 +101,7 @@ CoordinatorOptions Options(int nodes, CoordinatorObserver* observer) {
 }
 
 NodeStepStats Stats(int node, int64_t step, const JobDecision& d) {
-  NodeStepStats s;
-  s.node_rank = node;
-  s.step = step;
-  s.theta_used = d.theta;
-  s.theta_candidate = d.theta_candidate;
-  s.n_g = 1.0;
-  s.n_min = 0.9;
-  s.n_c = 0.8;
-  s.step_seconds = 0.1;
-  s.samples = 32;
-  s.bytes_sent = 100;
-  s.bytes_dense = 1000;
-  s.decision_epoch = d.epoch;
-  return s;
+  return ::gravac::testing::StepUnder(d, node, step);
 }
 
 class ControllerMetricsTest : public ::testing::Test {

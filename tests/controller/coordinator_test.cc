@@ -10,6 +10,7 @@
 
 #include "controller/policy/gravac_policy.h"
 #include "core/testing/status_matchers.h"
+#include "core/testing/step_stats.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -88,20 +89,9 @@ void Assemble(Coordinator& c, int nodes) {
 }
 
 NodeStepStats Stats(int node, int64_t step, const JobDecision& d, double seconds = 0.1) {
-  NodeStepStats s;
-  s.node_rank = node;
-  s.step = step;
-  s.theta_used = d.theta;
-  s.theta_candidate = d.theta_candidate;
-  s.n_g = 1.0;
-  s.n_min = 0.9;
-  s.n_c = 0.8;
-  s.step_seconds = seconds;
-  s.samples = 32;
-  s.bytes_sent = 100;
-  s.bytes_dense = 1000;
-  s.decision_epoch = d.epoch;
-  return s;
+  NodeStepStats figures = ::gravac::testing::kStepFigures;
+  figures.step_seconds = seconds;
+  return ::gravac::testing::StepUnder(d, node, step, figures);
 }
 
 TEST(CoordinatorJoin, AssemblesAndNumbersNodesByFirstRank) {

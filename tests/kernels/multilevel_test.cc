@@ -15,8 +15,7 @@
 namespace gravac::kernels {
 namespace {
 
-using ::gravac::testing::IsOk;
-using ::gravac::testing::StatusIs;
+using namespace ::gravac::testing;  // NOLINT: IsOk, StatusIs
 using ::testing::HasSubstr;
 
 TEST(L2NormTest, KnownValues) {

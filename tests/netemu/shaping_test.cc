@@ -7,8 +7,7 @@
 namespace gravac::netemu {
 namespace {
 
-using ::gravac::testing::IsOk;
-using ::gravac::testing::StatusIs;
+using namespace ::gravac::testing;  // NOLINT: IsOk, StatusIs
 using ::testing::ElementsAre;
 
 TEST(ShapingTest, BurstIsOneMillisecondWithAGsoFloor) {

@@ -12,8 +12,7 @@
 namespace gravac::policy {
 namespace {
 
-using ::gravac::testing::IsOk;
-using ::gravac::testing::StatusIs;
+using namespace ::gravac::testing;  // NOLINT: IsOk, StatusIs
 using ::testing::HasSubstr;
 
 TEST(PolicyConfigTest, DefaultsAreTheReferenceOnes) {

@@ -9,8 +9,7 @@
 namespace gravac::policy {
 namespace {
 
-using ::gravac::testing::IsOk;
-using ::gravac::testing::StatusIs;
+using namespace ::gravac::testing;  // NOLINT: IsOk, StatusIs
 using ::testing::HasSubstr;
 
 TEST(WindowTrackerTest, SpecCheckValue) {

@@ -13,8 +13,7 @@
 namespace gravac::ipc {
 namespace {
 
-using ::gravac::testing::IsOk;
-using ::gravac::testing::StatusIs;
+using namespace ::gravac::testing;  // NOLINT: IsOk, StatusIs
 using ::testing::HasSubstr;
 
 TEST(ShmSegmentTest, CreateWritesHeaderAndMapSharesBytes) {

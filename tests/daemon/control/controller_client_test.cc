@@ -10,9 +10,12 @@
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
 #include "controller/controller_service.h"
+#include "core/clock.h"
 #include "core/metrics.h"
 #include "core/testing/status_matchers.h"
+#include "core/testing/step_stats.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/daemon/metrics_text.h"
@@ -68,7 +71,8 @@ ControllerServerOptions ServerOptions(int nodes, std::string listen = "127.0.0.1
 }
 
 std::unique_ptr<ControllerClient> Client(int port, absl::Duration join_timeout = absl::Seconds(20),
-                                         size_t queue = 4096, DaemonMetrics* metrics = nullptr) {
+                                         size_t queue = 4096, DaemonMetrics* metrics = nullptr,
+                                         const Clock* clock = nullptr) {
   ControllerClientOptions o;
   o.security = proto::GrpcSecurity::Plaintext();
   o.address = absl::StrFormat("127.0.0.1:%d", port);
@@ -80,6 +84,7 @@ std::unique_ptr<ControllerClient> Client(int port, absl::Duration join_timeout =
   o.stats_batch_size = 4;
   o.shutdown_timeout = absl::Seconds(1);
   o.metrics = metrics;
+  o.clock = clock;
   auto c = ControllerClient::Create(o);
   EXPECT_THAT(c, IsOk());
   return std::move(c).value();
@@ -114,20 +119,10 @@ std::vector<absl::StatusOr<JoinResult>> JoinPairWith(const JoinInfo& second) {
 
 // One step of node `node` under the decision it holds (gain 0.9 at every θ: above ε).
 NodeStepStats Step(int node, int64_t step, const JobDecision& d) {
-  NodeStepStats s;
-  s.node_rank = node;
-  s.step = step;
-  s.theta_used = d.theta;
-  s.theta_candidate = d.theta_candidate;
-  s.n_g = 1.0;
-  s.n_min = 0.9;
-  s.n_c = 0.9;
-  s.step_seconds = 0.01 + 0.1 / d.theta;
-  s.samples = 16;
-  s.bytes_sent = static_cast<int64_t>(4000 / d.theta);
-  s.bytes_dense = 4000;
-  s.decision_epoch = d.epoch;
-  return s;
+  return ::gravac::testing::StepUnder(
+      d, node, step,
+      {.n_g = 1.0, .n_min = 0.9, .n_c = 0.9, .step_seconds = 0.01 + 0.1 / d.theta, .samples = 16,
+       .bytes_sent = static_cast<int64_t>(4000 / d.theta), .bytes_dense = 4000});
 }
 
 TEST(ControllerClient, CreateNeedsAnAddress) {
@@ -416,16 +411,32 @@ TEST(ControllerClient, DelayHookDeliversLaterToOneNode) {
   EXPECT_GE(absl::Now() - seen0, absl::Milliseconds(250));
 }
 
+// Queued stats that cannot be sent hold Shutdown for shutdown_timeout (1 s) of the client's
+// clock, not less, and not longer.
 TEST(ControllerClient, ShutdownIsBoundedWhenTheControllerIsGone) {
+  ManualClock clock;
   ASSERT_OK_AND_ASSIGN(auto server, ControllerServer::Start(ServerOptions(1)));
-  auto c0 = Client(server->port());
+  auto c0 = Client(server->port(), absl::Seconds(20), 4096, nullptr, &clock);
   ASSERT_THAT(c0->Join(Info(0, 1)), IsOk());
   c0->Start();
   server->Shutdown();
   for (int64_t step = 0; step < 100; ++step) c0->Report(Step(0, step, c0->Newest()));
-  const absl::Time t0 = absl::Now();
-  c0->Shutdown();
-  EXPECT_LT(absl::Now() - t0, absl::Seconds(3));
+  absl::Notification stopped;
+  std::thread stopper([&] {
+    c0->Shutdown();
+    stopped.Notify();
+  });
+  EXPECT_FALSE(stopped.WaitForNotificationWithTimeout(absl::Milliseconds(100)));
+  absl::Duration moved;
+  while (!stopped.HasBeenNotified() && moved < absl::Seconds(20)) {
+    clock.Advance(absl::Milliseconds(50));
+    moved += absl::Milliseconds(50);
+    stopped.WaitForNotificationWithTimeout(absl::Milliseconds(5));
+  }
+  stopper.join();
+  EXPECT_GE(moved, absl::Seconds(1));
+  EXPECT_LT(moved, absl::Seconds(20));
+  EXPECT_LT(c0->sent_stats(), 100);
 }
 
 }  // namespace

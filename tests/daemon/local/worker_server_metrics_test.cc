@@ -23,6 +23,7 @@
 #include "gravac/v1/worker.pb.h"
 #include "gtest/gtest.h"
 #include "tests/daemon/local/fake_engine.h"
+#include "tests/daemon/local/raw_worker.h"
 #include "tests/daemon/local/test_workers.h"
 #include "tests/daemon/metrics_text.h"
 
@@ -31,26 +32,6 @@ namespace {
 
 using namespace ::gravac::daemon::testing;  // NOLINT
 using ::gravac::testing::IsOk;
-
-// A worker that says hello by hand and can die without saying goodbye.
-struct RawWorker {
-  ipc::UniqueFd sock;
-  ipc::FrameReader reader;
-
-  absl::Status Join(const std::string& path, int rank, int size, int local_rank, int local_size) {
-    auto s = ipc::ConnectUnix(path, absl::Seconds(5));
-    if (!s.ok()) return s.status();
-    sock = std::move(*s);
-    v1::WorkerMessage m;
-    m.mutable_hello()->set_rank(rank);
-    m.mutable_hello()->set_size(size);
-    m.mutable_hello()->set_local_rank(local_rank);
-    m.mutable_hello()->set_local_size(local_size);
-    m.mutable_hello()->set_pid(::getpid());
-    m.mutable_hello()->set_abi_version(ipc::kShmAbiVersion);
-    return ipc::SendFrame(sock.get(), m.SerializeAsString());
-  }
-};
 
 class WorkerServerMetricsTest : public ::testing::Test {
  protected:

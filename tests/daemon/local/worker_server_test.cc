@@ -20,6 +20,7 @@
 #include "gravac/v1/worker.pb.h"
 #include "gtest/gtest.h"
 #include "tests/daemon/local/fake_engine.h"
+#include "tests/daemon/local/raw_worker.h"
 #include "tests/daemon/local/test_workers.h"
 
 namespace gravac::daemon {
@@ -44,44 +45,6 @@ std::unique_ptr<WorkerServer> StartServer(const TempDir& dir, int local_size,
   EXPECT_THAT(server, IsOk());
   return server.ok() ? std::move(*server) : nullptr;
 }
-
-// A raw worker speaking the protocol by hand (to send hellos the client library refuses, and to
-// die without saying goodbye).
-struct RawWorker {
-  ipc::UniqueFd sock;
-  ipc::FrameReader reader;
-
-  absl::Status Connect(const std::string& path) {
-    auto s = ipc::ConnectUnix(path, absl::Seconds(5));
-    if (!s.ok()) return s.status();
-    sock = std::move(*s);
-    return absl::OkStatus();
-  }
-  absl::Status Hello(int rank, int size, int local_rank, int local_size) {
-    v1::WorkerMessage m;
-    m.mutable_hello()->set_rank(rank);
-    m.mutable_hello()->set_size(size);
-    m.mutable_hello()->set_local_rank(local_rank);
-    m.mutable_hello()->set_local_size(local_size);
-    m.mutable_hello()->set_pid(::getpid());
-    m.mutable_hello()->set_abi_version(ipc::kShmAbiVersion);
-    return ipc::SendFrame(sock.get(), m.SerializeAsString());
-  }
-  absl::StatusOr<v1::DaemonMessage> Read() {
-    while (true) {
-      auto f = reader.Next();
-      if (!f.ok()) return f.status();
-      if (f->has_value()) {
-        v1::DaemonMessage m;
-        m.ParseFromString((*f)->payload);
-        return m;
-      }
-      auto more = reader.ReadSome(sock.get());
-      if (!more.ok()) return more.status();
-      if (!*more) return absl::UnavailableError("closed");
-    }
-  }
-};
 
 TEST(WorkerServerTest, SocketHasMode0600AndIsRemovedOnStop) {
   TempDir dir;

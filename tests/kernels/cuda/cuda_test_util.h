@@ -78,21 +78,9 @@ inline std::vector<uint32_t> Bits(absl::Span<const float> values) {
 enum class Dist { kNormal, kTies, kZeros, kNegative, kSubnormal, kSignedZeros };
 
 inline std::string DistName(Dist d) {
-  switch (d) {
-    case Dist::kNormal:
-      return "Normal";
-    case Dist::kTies:
-      return "Ties";
-    case Dist::kZeros:
-      return "Zeros";
-    case Dist::kNegative:
-      return "Negative";
-    case Dist::kSubnormal:
-      return "Subnormal";
-    case Dist::kSignedZeros:
-      return "SignedZeros";
-  }
-  return "Unknown";
+  constexpr const char* kNames[] = {"Normal",   "Ties",      "Zeros",
+                                    "Negative", "Subnormal", "SignedZeros"};  // by Dist value
+  return kNames[static_cast<int>(d)];
 }
 
 inline std::vector<float> MakeInput(Dist d, int64_t n, uint32_t seed) {

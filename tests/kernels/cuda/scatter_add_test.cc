@@ -19,11 +19,7 @@
 namespace gravac::kernels::cuda {
 namespace {
 
-using ::gravac::kernels::cuda::testing::Bits;
-using ::gravac::kernels::cuda::testing::CudaTest;
-using ::gravac::kernels::cuda::testing::Dist;
-using ::gravac::kernels::cuda::testing::DistName;
-using ::gravac::kernels::cuda::testing::MakeInput;
+using namespace ::gravac::kernels::cuda::testing;  // NOLINT
 using ::gravac::testing::IsOk;
 using ::gravac::testing::StatusIs;
 using ::testing::HasSubstr;
