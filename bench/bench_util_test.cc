@@ -16,8 +16,6 @@
 namespace gravac::bench {
 namespace {
 
-using ::gravac::testing::IsOk;
-using ::gravac::testing::StatusIs;
 using ::testing::HasSubstr;
 
 // The exact top-k of |input| by a stable sort (lower index wins ties), indices ascending.

@@ -1,4 +1,6 @@
 // GoogleMock matchers for absl::Status and absl::StatusOr<T> (Debian's abseil has none).
+// Declared in gravac::testing and named in namespace gravac too, so every test in gravac's
+// namespaces writes them unqualified without a using-declaration of its own:
 //
 //   EXPECT_THAT(status, IsOk());
 //   EXPECT_THAT(status_or, StatusIs(absl::StatusCode::kInvalidArgument));
@@ -78,6 +80,11 @@ inline internal::StatusIsMatcher StatusIs(absl::StatusCode code,
 }
 
 }  // namespace gravac::testing
+
+namespace gravac {
+using ::gravac::testing::IsOk;
+using ::gravac::testing::StatusIs;
+}  // namespace gravac
 
 #define GRAVAC_TESTING_CONCAT_INNER_(a, b) a##b
 #define GRAVAC_TESTING_CONCAT_(a, b) GRAVAC_TESTING_CONCAT_INNER_(a, b)

@@ -23,8 +23,6 @@ namespace {
 
 using ::gravac::daemon::testing::FakeEngine;
 using ::gravac::daemon::testing::TempDir;
-using ::gravac::testing::IsOk;
-using ::gravac::testing::StatusIs;
 using ::testing::HasSubstr;
 
 pid_t Spawn(const std::string& mode, const std::string& socket, int rank, int size,

@@ -11,7 +11,6 @@
 namespace gravac::client {
 namespace {
 
-using ::gravac::testing::IsOk;
 using ::testing::Each;
 using ::testing::Ge;
 

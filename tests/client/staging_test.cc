@@ -9,8 +9,6 @@
 namespace gravac::client {
 namespace {
 
-using ::gravac::testing::IsOk;
-
 struct Recorder {
   std::vector<uint64_t> registered, released;
   StagingArena Make(uint64_t initial) {

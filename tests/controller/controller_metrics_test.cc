@@ -25,7 +25,6 @@
 namespace gravac::controller {
 namespace {
 
-using ::gravac::testing::IsOk;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::SizeIs;

@@ -17,7 +17,6 @@
 namespace gravac::controller {
 namespace {
 
-using ::gravac::testing::StatusIs;
 using ::testing::HasSubstr;
 
 absl::StatusOr<ControllerServerOptions> Parse(std::vector<const char*> args,

@@ -31,8 +31,6 @@ using ::gravac::daemon::JoinInfo;
 using ::gravac::daemon::JoinResult;
 using ::gravac::runner::CertificateAuthority;
 using ::gravac::runner::PemCertificate;
-using ::gravac::testing::IsOk;
-using ::gravac::testing::StatusIs;
 using ::testing::HasSubstr;
 
 // One job's certificates, and a stranger CA's.

@@ -28,7 +28,6 @@
 namespace gravac::ctl {
 namespace {
 
-using ::gravac::testing::IsOk;
 using ::testing::HasSubstr;
 using ::testing::Not;
 

@@ -7,9 +7,6 @@
 namespace gravac {
 namespace {
 
-using ::gravac::testing::IsOk;
-using ::gravac::testing::StatusIs;
-
 enum class Color { kRed = 3, kGreen = 7, kBlue = 1 };
 
 constexpr EnumName<Color> kColors[] = {

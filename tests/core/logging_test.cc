@@ -9,7 +9,6 @@
 namespace gravac {
 namespace {
 
-using ::gravac::testing::StatusIs;
 using ::testing::HasSubstr;
 using ::testing::Not;
 

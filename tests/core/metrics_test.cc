@@ -14,7 +14,6 @@
 namespace gravac {
 namespace {
 
-using ::gravac::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 

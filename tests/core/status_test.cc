@@ -6,8 +6,6 @@
 namespace gravac {
 namespace {
 
-using ::gravac::testing::IsOk;
-using ::gravac::testing::StatusIs;
 using ::testing::HasSubstr;
 using ::testing::Not;
 

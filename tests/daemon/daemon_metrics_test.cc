@@ -20,8 +20,6 @@
 namespace gravac::daemon {
 namespace {
 
-using ::gravac::testing::IsOk;
-using ::gravac::testing::StatusIs;
 using ::testing::HasSubstr;
 using testing::SeriesCount;
 using testing::SeriesValue;

@@ -20,8 +20,6 @@
 namespace gravac {
 namespace {
 
-using ::gravac::testing::IsOk;
-
 constexpr int kLayers = 3;
 constexpr int64_t kN = 20000;  // elements per layer
 constexpr int64_t kM = 1000;   // non-zeros per layer: density 5%

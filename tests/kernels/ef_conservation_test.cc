@@ -29,7 +29,6 @@
 namespace gravac::kernels {
 namespace {
 
-using ::gravac::testing::IsOk;
 using ::testing::Each;
 
 struct Tensor {

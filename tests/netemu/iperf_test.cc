@@ -7,7 +7,6 @@
 namespace gravac::netemu {
 namespace {
 
-using ::gravac::testing::StatusIs;
 using ::testing::HasSubstr;
 
 // Trimmed from a real `iperf3 -c ... -J` run.

@@ -7,9 +7,6 @@
 namespace gravac::netemu {
 namespace {
 
-using ::gravac::testing::IsOk;
-using ::gravac::testing::StatusIs;
-
 TEST(NamingTest, AddressesFollowTheBenchmarkingRange) {
   ClusterName low{"gravac", 42, 7};
   EXPECT_EQ(low.ToString(), "gravac-42-s7");

@@ -10,7 +10,6 @@
 namespace gravac::netemu {
 namespace {
 
-using ::gravac::testing::StatusIs;
 using ::testing::HasSubstr;
 
 TEST(ProcessTest, RunCheckedReturnsStdout) {

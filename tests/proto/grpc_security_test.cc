@@ -20,8 +20,6 @@
 namespace gravac::proto {
 namespace {
 
-using ::gravac::testing::IsOk;
-using ::gravac::testing::StatusIs;
 using ::testing::HasSubstr;
 
 absl::StatusOr<GrpcSecurity> Parse(std::vector<const char*> args, GrpcRole role,

@@ -9,9 +9,6 @@
 namespace gravac::proto {
 namespace {
 
-using ::gravac::testing::IsOk;
-using ::gravac::testing::StatusIs;
-
 TEST(GrpcStatusTest, OkStaysOk) {
   EXPECT_TRUE(ToGrpcStatus(absl::OkStatus()).ok());
   EXPECT_THAT(FromGrpcStatus(grpc::Status::OK, "join"), IsOk());

@@ -20,7 +20,6 @@
 namespace gravac::runner {
 namespace {
 
-using ::gravac::testing::IsOk;
 using ::testing::HasSubstr;
 
 TEST(GravacrunCliTest, UsageErrorsExit2) {

@@ -1,7 +1,6 @@
 // horovodrun's flags on gravacrun: mapped, noted, refused; -H, --hostfile and the ssh flags.
 #include "runner/horovod_flags.h"
 
-
 #include <string>
 #include <vector>
 
@@ -13,7 +12,6 @@
 namespace gravac::runner {
 namespace {
 
-using ::gravac::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;

@@ -16,7 +16,6 @@
 namespace gravac::runner {
 namespace {
 
-using ::gravac::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 

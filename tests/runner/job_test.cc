@@ -18,7 +18,6 @@
 namespace gravac::runner {
 namespace {
 
-using ::gravac::testing::IsOk;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;

@@ -33,8 +33,6 @@ std::string Escape(const std::string& text) {
   return out;
 }
 
-using ::gravac::testing::IsOk;
-using ::gravac::testing::StatusIs;
 using ::testing::AllOf;
 using ::testing::ContainsRegex;
 using ::testing::HasSubstr;

@@ -14,8 +14,6 @@
 namespace gravac::runner {
 namespace {
 
-using ::gravac::testing::IsOk;
-using ::gravac::testing::StatusIs;
 using ::testing::HasSubstr;
 
 const MetricsTarget kController{

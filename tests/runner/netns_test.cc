@@ -26,7 +26,6 @@
 namespace gravac::runner {
 namespace {
 
-using ::gravac::testing::IsOk;
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
 using ::testing::Not;

@@ -31,7 +31,6 @@
 namespace gravac::runner {
 namespace {
 
-using ::gravac::testing::IsOk;
 using ::testing::HasSubstr;
 
 constexpr int kSshPort = 2222;

@@ -15,8 +15,6 @@
 namespace gravac::policy {
 namespace {
 
-using ::gravac::testing::IsOk;
-using ::gravac::testing::StatusIs;
 using ::testing::HasSubstr;
 
 constexpr double kDense = 1.0;

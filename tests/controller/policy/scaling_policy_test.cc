@@ -9,8 +9,6 @@
 namespace gravac::policy {
 namespace {
 
-using ::gravac::testing::IsOk;
-using ::gravac::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 

@@ -28,7 +28,6 @@
 namespace gravac::policy {
 namespace {
 
-using ::gravac::testing::IsOk;
 using ::testing::ElementsAre;
 
 constexpr double kDense = 1.0;

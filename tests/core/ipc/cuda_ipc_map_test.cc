@@ -17,7 +17,6 @@
 namespace gravac::ipc {
 namespace {
 
-using ::gravac::testing::StatusIs;
 using ::testing::HasSubstr;
 
 // Runs in the child: maps every export read from `fd`, writes 7.0f at the first float of the

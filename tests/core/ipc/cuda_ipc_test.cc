@@ -15,7 +15,6 @@
 namespace gravac::ipc {
 namespace {
 
-using ::gravac::testing::StatusIs;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 

@@ -16,9 +16,6 @@
 namespace gravac::ipc {
 namespace {
 
-using ::gravac::testing::IsOk;
-using ::gravac::testing::StatusIs;
-
 // Reads frames until one is complete (blocking socket).
 absl::StatusOr<Frame> ReadFrame(FrameReader& reader, int sock) {
   while (true) {

@@ -16,9 +16,6 @@
 namespace gravac::ipc {
 namespace {
 
-using ::gravac::testing::IsOk;
-using ::gravac::testing::StatusIs;
-
 ListenOptions Opts(std::string path, std::string group = "", bool nonblocking = true) {
   ListenOptions o;
   o.path = std::move(path);

@@ -29,8 +29,6 @@
 namespace gravac::collectives {
 namespace {
 
-using ::gravac::testing::IsOk;
-using ::gravac::testing::StatusIs;
 using ::testing::AnyOf;
 using ::testing::HasSubstr;
 using transport::loopback::Fabric;

@@ -25,8 +25,6 @@ namespace {
 
 using ::gravac::controller::ControllerServer;
 using ::gravac::controller::ControllerServerOptions;
-using ::gravac::testing::IsOk;
-using ::gravac::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::AllOf;
 using ::testing::HasSubstr;

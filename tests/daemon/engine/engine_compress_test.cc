@@ -33,7 +33,6 @@ namespace gravac::daemon {
 namespace {
 
 using collectives::ReduceOp;
-using ::gravac::testing::IsOk;
 using namespace ::gravac::daemon::testing;  // NOLINT
 
 // The test's own model of one node's error feedback for one tensor.

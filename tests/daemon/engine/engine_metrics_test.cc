@@ -20,8 +20,6 @@ namespace gravac::daemon {
 namespace {
 
 using namespace ::gravac::daemon::testing;  // NOLINT
-using ::gravac::testing::IsOk;
-using ::gravac::testing::StatusIs;
 
 // One registry and DaemonMetrics per node ("n0", "n1", ...).
 struct NodeMetrics {

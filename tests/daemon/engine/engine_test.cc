@@ -26,8 +26,6 @@ namespace {
 
 using collectives::DataType;
 using collectives::ReduceOp;
-using ::gravac::testing::IsOk;
-using ::gravac::testing::StatusIs;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using namespace ::gravac::daemon::testing;  // NOLINT

@@ -14,8 +14,6 @@
 namespace gravac::daemon::internal {
 namespace {
 
-using ::gravac::testing::IsOk;
-using ::gravac::testing::StatusIs;
 using ::testing::HasSubstr;
 
 TensorSpec Spec(std::string name, int64_t step) {

@@ -16,9 +16,6 @@
 namespace gravac::daemon {
 namespace {
 
-using ::gravac::testing::IsOk;
-using ::gravac::testing::StatusIs;
-
 // What the local side says about ranks 0 and 1 posting `a` and `b`; "" when it accepts them.
 std::string LocalMessage(const TensorSpec& a, const TensorSpec& b) {
   std::vector<LocalInput> in = {{0, &a, nullptr, 0}, {1, &b, nullptr, 0}};

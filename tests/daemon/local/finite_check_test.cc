@@ -13,8 +13,6 @@ namespace gravac::daemon {
 namespace {
 
 using collectives::DataType;
-using ::gravac::testing::IsOk;
-using ::gravac::testing::StatusIs;
 using ::testing::HasSubstr;
 
 template <typename T>

@@ -31,7 +31,6 @@ namespace gravac::daemon {
 namespace {
 
 using namespace ::gravac::daemon::testing;  // NOLINT
-using ::gravac::testing::IsOk;
 
 class WorkerServerMetricsTest : public ::testing::Test {
  protected:

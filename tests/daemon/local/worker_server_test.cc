@@ -27,8 +27,6 @@ namespace gravac::daemon {
 namespace {
 
 using namespace ::gravac::daemon::testing;  // NOLINT
-using ::gravac::testing::IsOk;
-using ::gravac::testing::StatusIs;
 using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;

@@ -10,8 +10,6 @@
 namespace gravac::transport {
 namespace {
 
-using ::gravac::testing::IsOk;
-using ::gravac::testing::StatusIs;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 

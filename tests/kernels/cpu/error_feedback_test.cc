@@ -14,8 +14,6 @@
 namespace gravac::kernels::cpu {
 namespace {
 
-using ::gravac::testing::IsOk;
-using ::gravac::testing::StatusIs;
 using ::testing::Each;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;

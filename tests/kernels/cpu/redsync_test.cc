@@ -14,7 +14,6 @@
 namespace gravac::kernels::cpu {
 namespace {
 
-using ::gravac::testing::IsOk;
 using testing::Dist;
 using testing::Make;
 using testing::Oracle;

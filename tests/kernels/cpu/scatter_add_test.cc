@@ -11,8 +11,6 @@
 namespace gravac::kernels::cpu {
 namespace {
 
-using ::gravac::testing::IsOk;
-using ::gravac::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 

@@ -13,8 +13,6 @@
 namespace gravac::kernels::cuda {
 namespace {
 
-using ::gravac::testing::IsOk;
-using ::gravac::testing::StatusIs;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 

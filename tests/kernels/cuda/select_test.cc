@@ -23,8 +23,6 @@ namespace gravac::kernels::cuda {
 namespace {
 
 using namespace ::gravac::kernels::cuda::testing;  // NOLINT
-using ::gravac::testing::IsOk;
-using ::gravac::testing::StatusIs;
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 

@@ -14,8 +14,6 @@
 namespace gravac::transport::loopback {
 namespace {
 
-using ::gravac::testing::IsOk;
-using ::gravac::testing::StatusIs;
 using ::testing::HasSubstr;
 
 TransportOptions Options(int rank, int world_size, TransportContext* context) {

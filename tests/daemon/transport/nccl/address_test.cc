@@ -12,7 +12,6 @@
 namespace gravac::transport::nccl {
 namespace {
 
-using ::gravac::testing::StatusIs;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 

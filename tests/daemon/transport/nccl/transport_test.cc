@@ -36,7 +36,6 @@
 namespace gravac::transport::nccl {
 namespace {
 
-using ::gravac::testing::StatusIs;
 using ::testing::HasSubstr;
 
 constexpr absl::Duration kWait = absl::Seconds(30);
