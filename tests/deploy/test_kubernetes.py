@@ -514,8 +514,10 @@ def test_emulated_the_manifests_train_the_digits_job_across_two_nodes(prefix, cl
             1, "import urllib.request; print(urllib.request.urlopen("
                "'http://%s/metrics', timeout=5).read().decode())" % metrics)
         assert rc == 0, text
-        assert re.search(r"^gravac_world_size 4$", text, re.M), text
-        steps = re.search(r"^gravac_job_steps_total (\d+)", text, re.M)
+        # Every series of the job carries its identity (job_name, run_id: one controller, many jobs).
+        job = r'\{job_name="gravac-train-digits",run_id="[^"]+"\}'
+        assert re.search(r"^gravac_world_size%s 4$" % job, text, re.M), text
+        steps = re.search(r"^gravac_job_steps_total%s (\d+)" % job, text, re.M)
         assert steps and int(steps.group(1)) > 100, text
 
         # The workers have exited: Kubernetes stops the sidecars (SIGTERM) if they still run.

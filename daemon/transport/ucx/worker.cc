@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "core/errno_status.h"
 #include "ucs/config/parser.h"
+#include "uct/api/uct.h"
 
 namespace gravac::transport::ucx {
 
@@ -78,6 +79,26 @@ std::set<std::string> KnownVariables() {
   return names;
 }
 
+// The name ucp_config_modify takes for the UCX variable `variable` ("UCX_..."). UCP's own options
+// are named without "UCX_"; a transport's or memory domain's option is kept by UCP and applied to
+// that component's table when its interfaces open, by the name within the table, so the
+// component's prefix comes off too: UCX_TCP_PORT_RANGE is "PORT_RANGE" (given as
+// "TCP_PORT_RANGE", UCX 1.13 warns "invalid configuration" and ignores it). The longest prefix of
+// a registered component wins (TCP_CM_ before TCP_); UCM's MEM_ options are read by UCM from the
+// environment only and are left as they are.
+std::string ConfigName(absl::string_view variable) {
+  absl::string_view name = variable.substr(4);
+  size_t strip = 0;
+  ucs_config_global_list_entry_t* entry = nullptr;
+  ucs_list_for_each(entry, &ucs_config_global_list, list) {
+    if (entry->prefix == nullptr) continue;
+    const absl::string_view prefix(entry->prefix);
+    if (prefix.empty() || prefix == "MEM_" || prefix.size() >= name.size()) continue;
+    if (absl::StartsWith(name, prefix) && prefix.size() > strip) strip = prefix.size();
+  }
+  return std::string(name.substr(strip));
+}
+
 // Whether a UCX_TLS value (null: unset, UCX's choice) allows tcp and nothing else but self.
 bool TcpOnly(const char* tls) {
   if (tls == nullptr) return false;
@@ -105,6 +126,13 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(
   GRAVAC_RETURN_IF_UCS(ucp_config_read(nullptr, nullptr, &config));  // reads UCX_* variables
   absl::Cleanup release_config = [config] { ucp_config_release(config); };
 
+  // Registers the tables of UCT's loadable components (ib, cma, ...) with UCS, so that
+  // ConfigName knows their prefixes before ucp_init loads them.
+  uct_component_h* components = nullptr;
+  unsigned component_count = 0;
+  if (uct_query_components(&components, &component_count) == UCS_OK) {
+    uct_release_component_list(components);
+  }
   std::set<std::string> given;
   std::string tls_param;
   for (const auto& [key, value] : params) {
@@ -112,7 +140,7 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(
       return absl::InvalidArgumentError(
           absl::StrCat("ucx transport: parameter '", key, "' is not a UCX_* variable"));
     }
-    ucs_status_t s = ucp_config_modify(config, key.c_str() + 4, value.c_str());
+    ucs_status_t s = ucp_config_modify(config, ConfigName(key).c_str(), value.c_str());
     if (s != UCS_OK) {
       return absl::InvalidArgumentError(
           absl::StrCat("ucx transport: parameter ", key, "=", value, ": ", ucs_status_string(s)));

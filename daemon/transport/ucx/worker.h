@@ -6,6 +6,8 @@
 // honoured. `params` given to Create override the environment; each key must be a UCX variable
 // name with its "UCX_" prefix (e.g. {"UCX_TLS", "tcp"}); a key UCX does not know fails with
 // kInvalidArgument (checked against the options UCX registered, as `ucx_info -c` lists them).
+// A transport's option (UCX_TCP_PORT_RANGE, UCX_IB_...) reaches that transport's interfaces as
+// UCX's environment would set it (worker.cc, ConfigName).
 // Unless set by either, UCX_KEEPALIVE_INTERVAL is `liveness / 4`, so a peer that dies without its
 // connection closing is noticed within about `liveness` on transports with keepalive; over tcp
 // alone, messages up to kEagerMessageLimit go eager (see there).

@@ -12,10 +12,16 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
+#include <set>
 #include <numeric>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "core/status.h"
 #include "core/testing/status_matchers.h"
@@ -791,6 +797,54 @@ TEST(UcxTransportTest, BadOptionsAndAddressesAreInvalidArgument) {
   EXPECT_THAT(report, HasSubstr("again:INVALID_ARGUMENT\n"));
   EXPECT_THAT(report, HasSubstr("bigtag:INVALID_ARGUMENT\n"));
   EXPECT_THAT(report, HasSubstr("nullbuf:INVALID_ARGUMENT\n"));
+}
+
+// The TCP ports this process listens on: its socket fds (/proc/self/fd) matched by inode against
+// the listening sockets of its network namespace (/proc/self/net/tcp, state 0A).
+std::vector<int> OwnListeningPorts() {
+  std::set<std::string> inodes;
+  for (const auto& fd : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code error;
+    const std::string target = std::filesystem::read_symlink(fd.path(), error).string();
+    if (!error && absl::StartsWith(target, "socket:[")) {
+      inodes.insert(target.substr(8, target.size() - 9));
+    }
+  }
+  std::vector<int> ports;
+  for (const char* table : {"/proc/self/net/tcp", "/proc/self/net/tcp6"}) {
+    std::ifstream in(table);
+    std::string line;
+    std::getline(in, line);  // header
+    while (std::getline(in, line)) {
+      std::vector<std::string> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
+      // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+      if (f.size() < 10 || f[3] != "0A" || !inodes.contains(f[9])) continue;
+      ports.push_back(std::stoi(f[1].substr(f[1].find(':') + 1), nullptr, 16));
+    }
+  }
+  return ports;
+}
+
+TEST(UcxTransportTest, TcpListensOnlyWithinThePortRangeFromParams) {
+  // UCX_TCP_PORT_RANGE is a tcp transport option: given as a param it must reach the tcp
+  // interface (gravacd --data_port_range relies on it; a NetworkPolicy opens only that range).
+  constexpr int kLow = 41000, kHigh = 41063;
+  std::string report = InChild([] {
+    TransportOptions options;
+    options.params = {{"UCX_TLS", "tcp"},
+                      {"UCX_NET_DEVICES", "lo"},
+                      {"UCX_TCP_PORT_RANGE", absl::StrCat(kLow, "-", kHigh)}};
+    absl::StatusOr<std::unique_ptr<Transport>> t = MakeTransport(options);
+    if (!t.ok()) return absl::StrCat("make failed: ", t.status().ToString());
+    return absl::StrJoin(OwnListeningPorts(), ",");
+  });
+  ASSERT_THAT(report, Not(HasSubstr("failed"))) << report;
+  std::vector<std::string> ports = absl::StrSplit(report, ',', absl::SkipEmpty());
+  ASSERT_FALSE(ports.empty()) << "the tcp transport listens on no port";
+  for (const std::string& port : ports) {
+    EXPECT_GE(std::stoi(port), kLow) << report;
+    EXPECT_LE(std::stoi(port), kHigh) << report;
+  }
 }
 
 }  // namespace
