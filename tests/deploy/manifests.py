@@ -1,6 +1,7 @@
 """deploy/kubernetes as a cluster would receive it: each overlay rendered by `kubectl kustomize`
 (the kubectl that tests/deploy/tools/install.sh unpacks), and the offline schema validator
-tools/validate.mjs. Shared by test_validate.py and test_kubernetes.py."""
+tools/validate.mjs; and cert-manager's part, played with openssl (issue_certificates). Shared by
+test_validate.py and test_kubernetes.py."""
 
 import json
 import os
@@ -107,3 +108,71 @@ def command_line(c, objects):
     """The container's command and args as Kubernetes runs them, $(VAR) references expanded."""
     env = declared_env(c, objects)
     return [expand(a, env) for a in c.get("command", []) + c.get("args", [])]
+
+
+# cert-manager's key usages as openssl names them.
+KEY_USAGES = {"digital signature": "digitalSignature", "key encipherment": "keyEncipherment",
+              "cert sign": "keyCertSign", "crl sign": "cRLSign"}
+EXTENDED_KEY_USAGES = {"server auth": "serverAuth", "client auth": "clientAuth"}
+CERTIFICATE_FIELDS = {"secretName", "commonName", "dnsNames", "usages", "privateKey", "issuerRef",
+                      "isCA", "duration"}
+
+
+def issue_certificates(objects, folder):
+    """What cert-manager makes of the objects' Issuers (selfSigned, ca) and Certificates, with
+    openssl: the Secrets they write, {secretName: {"tls.crt", "tls.key", "ca.crt": bytes}}.
+    A field this does not know fails, so a Certificate is never issued other than as written."""
+    issuers = {o["metadata"]["name"]: o["spec"] for o in objects if o["kind"] == "Issuer"}
+    secrets = {}
+
+    def openssl(*args):
+        done = subprocess.run(["openssl", *args], capture_output=True, text=True, timeout=60,
+                              cwd=folder)
+        assert done.returncode == 0, "openssl %s: %s" % (" ".join(args), done.stderr)
+
+    # The CAs first: their Secrets sign the others.
+    for cert in sorted((o for o in objects if o["kind"] == "Certificate"),
+                       key=lambda o: not o["spec"].get("isCA")):
+        spec, name = cert["spec"], cert["metadata"]["name"]
+        assert set(spec) <= CERTIFICATE_FIELDS, (name, set(spec) - CERTIFICATE_FIELDS)
+        key = spec.get("privateKey", {})
+        assert (key.get("algorithm"), key.get("size")) == ("ECDSA", 256), (name, key)
+        issuer = issuers[spec["issuerRef"]["name"]]
+        assert spec["issuerRef"].get("kind", "Issuer") == "Issuer", (name, spec["issuerRef"])
+        ext = ["basicConstraints=critical,CA:%s" % ("TRUE" if spec.get("isCA") else "FALSE")]
+        usages = spec.get("usages", ["digital signature", "key encipherment"])
+        if spec.get("isCA"):
+            usages = usages + ["cert sign", "crl sign"]
+        ext.append("keyUsage=critical," + ",".join(KEY_USAGES[u] for u in usages
+                                                   if u not in EXTENDED_KEY_USAGES))
+        extended = [EXTENDED_KEY_USAGES[u] for u in usages if u in EXTENDED_KEY_USAGES]
+        if extended:
+            ext.append("extendedKeyUsage=" + ",".join(extended))
+        if spec.get("dnsNames"):
+            ext.append("subjectAltName=" + ",".join("DNS:" + d for d in spec["dnsNames"]))
+        with open(os.path.join(folder, name + ".ext"), "w") as f:
+            f.write("\n".join(ext) + "\n")
+        subject = "/CN=" + spec.get("commonName", name)
+        openssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                "-nodes", "-keyout", name + ".key", "-out", name + ".csr", "-subj", subject)
+        if set(issuer) == {"selfSigned"}:
+            openssl("x509", "-req", "-in", name + ".csr", "-key", name + ".key", "-days", "7",
+                    "-extfile", name + ".ext", "-out", name + ".crt")
+        else:
+            assert set(issuer) == {"ca"}, issuer
+            ca = secrets[issuer["ca"]["secretName"]]
+            for file in ("tls.crt", "tls.key"):
+                with open(os.path.join(folder, "signer-" + file), "wb") as f:
+                    f.write(ca[file])
+            openssl("x509", "-req", "-in", name + ".csr", "-CA", "signer-tls.crt", "-CAkey",
+                    "signer-tls.key", "-set_serial", str(len(secrets) + 1), "-days", "7",
+                    "-extfile", name + ".ext", "-out", name + ".crt")
+        data = {}
+        for file, source in (("tls.crt", name + ".crt"), ("tls.key", name + ".key")):
+            with open(os.path.join(folder, source), "rb") as f:
+                data[file] = f.read()
+        # cert-manager's ca.crt: the issuing CA's certificate (a self-signed one is its own).
+        data["ca.crt"] = data["tls.crt"] if "selfSigned" in issuer else \
+            secrets[issuer["ca"]["secretName"]]["tls.crt"]
+        secrets[spec["secretName"]] = data
+    return secrets

@@ -31,7 +31,7 @@ import pytest
 SOURCE_DIR = os.environ["GRAVAC_SOURCE_DIR"]
 sys.path.insert(0, os.path.join(SOURCE_DIR, "tests", "install"))
 from installed import install  # noqa: E402
-from manifests import expand, find, render_overlay  # noqa: E402
+from manifests import expand, find, issue_certificates, render_overlay  # noqa: E402
 
 OBJECTS = render_overlay("cpu")
 CONFIG = find(OBJECTS, "ConfigMap")
@@ -237,15 +237,22 @@ def run_container(podman, workload, c, node, pod, fields, services, folders, log
                             start_new_session=True)
 
 
-def pod_folders(workload, root, pod):
-    """The pod's emptyDirs: host folders owned by its fsGroup/user."""
+def pod_folders(workload, root, pod, secrets):
+    """The pod's emptyDirs: host folders owned by its fsGroup/user; its Secret volumes: the
+    Secret's data as files of the fsGroup, in the volume's mode."""
     sc = spec_of(workload).get("securityContext", {})
+    group = sc.get("fsGroup", sc["runAsGroup"])
     folders = {}
     for v in spec_of(workload).get("volumes", []):
         path = os.path.join(root, pod, v["name"])
         os.makedirs(path, exist_ok=True)
-        os.chown(path, sc["runAsUser"], sc.get("fsGroup", sc["runAsGroup"]))
+        os.chown(path, sc["runAsUser"], group)
         os.chmod(path, 0o770)
+        for key, data in secrets.get(v.get("secret", {}).get("secretName"), {}).items():
+            with open(os.path.join(path, key), "wb") as f:
+                f.write(data)
+            os.chown(os.path.join(path, key), 0, group)
+            os.chmod(os.path.join(path, key), v["secret"].get("defaultMode", 0o644))
         folders[v["name"]] = path
     return folders
 
@@ -265,6 +272,9 @@ def wait_tcp(netns, address, port, timeout_s=60):
 def test_containers_train_the_digits_job_on_emulated_nodes(podman, image, cluster, tmp_path):
     os.chmod(tmp_path, 0o755)
     (controller_ns, controller_ip) = cluster[0]
+    issued = tmp_path / "cert-manager"
+    issued.mkdir()
+    secrets = issue_certificates(OBJECTS, str(issued))  # what cert-manager writes
     ports = {p["name"]: p["containerPort"] for p in spec_of(CONTROLLER)["containers"][0]["ports"]}
     services = {SERVICE["metadata"]["name"]: {
         p["port"]: "%s:%d" % (controller_ip, ports[p["targetPort"]])
@@ -276,7 +286,7 @@ def test_containers_train_the_digits_job_on_emulated_nodes(podman, image, cluste
         logs[(pod, c["name"])] = open(os.path.join(tmp_path, "%s-%s.log" % (pod, c["name"])),
                                       "w+")
         proc = run_container(podman, workload, c, ns, pod, fields, services,
-                             pod_folders(workload, str(tmp_path), pod), logs[(pod, c["name"])])
+                             pod_folders(workload, str(tmp_path), pod, secrets), logs[(pod, c["name"])])
         procs.append(proc)
         return proc
 
@@ -295,7 +305,7 @@ def test_containers_train_the_digits_job_on_emulated_nodes(podman, image, cluste
             sidecar = spec_of(JOB)["initContainers"][0]
             start(JOB, sidecar, node, pod, fields)
             probe = {p["name"]: p["containerPort"] for p in sidecar["ports"]}[
-                sidecar["startupProbe"]["tcpSocket"]["port"]]
+                (sidecar["startupProbe"].get("httpGet") or sidecar["startupProbe"]["tcpSocket"])["port"]]
             wait_tcp(cluster[node][0], cluster[node][1], probe)
             workers.append(start(JOB, spec_of(JOB)["containers"][0], node, pod, fields))
         for index, proc in enumerate(workers):

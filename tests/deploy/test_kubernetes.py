@@ -4,7 +4,7 @@ commands, run as processes on an emulated cluster, train a real job.
 The manifests are the CPU overlay as `kubectl kustomize deploy/kubernetes/overlays/cpu` renders
 it (manifests.py). No Kubernetes runs here. The emulated run plays the kubelet for the subset of
 the Pod spec the manifests use (command, args, env with values, $(VAR) references and fieldRefs,
-envFrom of ConfigMaps, emptyDir volumes, a native sidecar started before the main container and
+envFrom of ConfigMaps, emptyDir and Secret volumes, a native sidecar started before the main container and
 waited for with its startup probe, the Service's name and ports) and fails on anything else, so a
 manifest that grows a field this emulation does not understand fails here instead of being run
 wrongly:
@@ -12,7 +12,9 @@ wrongly:
   pod): the controller pod on node 0, one Job pod (gravacd sidecar + workers) on each of nodes 1
   and 2;
 - the image's /usr/local is a prefix that `cmake --install` of this build filled;
-- an emptyDir volume is a folder per pod, which only that pod's containers see;
+- an emptyDir volume is a folder per pod, which only that pod's containers see; a Secret volume
+  is such a folder holding the Secret's data as files, and the Secrets are what cert-manager
+  makes of the overlay's Certificates (manifests.issue_certificates, openssl);
 - the Service name resolves to the controller pod's address and its port to the target port.
 The security context is not emulated (the processes run as the test's user); the container test
 (test_container.py) runs the real image as its non-root user.
@@ -35,7 +37,8 @@ import pytest
 SOURCE_DIR = os.environ["GRAVAC_SOURCE_DIR"]
 sys.path.insert(0, os.path.join(SOURCE_DIR, "tests", "install"))
 from installed import environment, install  # noqa: E402
-from manifests import command_line, expand, find, plain_env, render_overlay  # noqa: E402
+from manifests import (command_line, expand, find, issue_certificates, plain_env,  # noqa: E402
+                       render_overlay)
 
 DEPLOY = os.path.join(SOURCE_DIR, "deploy")
 BASE = os.path.join(DEPLOY, "kubernetes", "base")
@@ -116,7 +119,8 @@ def test_the_service_selects_the_controller_and_reaches_its_ports():
     env = plain_env(c)
     assert address_port(env["GRAVAC_CONTROLLER_LISTEN"])[1] == port_of(c, "grpc")
     assert address_port(env["GRAVAC_CONTROLLER_METRICS_ADDRESS"])[1] == port_of(c, "metrics")
-    assert c["readinessProbe"]["grpc"]["port"] == port_of(c, "grpc")
+    # Ready once the gRPC port listens (the kubelet's grpc probe cannot speak mutual TLS).
+    assert port_of(c, c["readinessProbe"]["tcpSocket"]["port"]) == port_of(c, "grpc")
 
 
 def test_prometheus_annotations_name_the_ports_the_processes_serve_metrics_on():
@@ -327,9 +331,10 @@ def test_the_image_has_the_packages_of_every_library_the_programs_link(prefix):
 class Kubelet:
     """Starts the manifests' pods as processes in the emulated nodes' namespaces."""
 
-    def __init__(self, prefix, netemu, cluster, addresses, work):
+    def __init__(self, prefix, netemu, cluster, addresses, work, secrets):
         self.prefix, self.netemu, self.cluster = prefix, netemu, cluster
         self.addresses, self.work = addresses, work
+        self.secrets = secrets  # Secret name -> {file: bytes}
         self.services = {}  # Service name -> {port: target address}
         self.processes = []
         self.job_uid = str(uuid.uuid4())  # the Job's uid: gravac's run id
@@ -354,9 +359,11 @@ class Kubelet:
         mounts = {}
         for mount in c.get("volumeMounts", []):
             volume = volumes[mount["name"]]
-            assert set(volume) == {"name", "emptyDir"}, volume
+            assert set(volume) in ({"name", "emptyDir"}, {"name", "secret"}), volume
             folder = os.path.join(self.work, pod, volume["name"])  # one per pod
             os.makedirs(folder, exist_ok=True)
+            if "secret" in volume:
+                self.materialise(volume["secret"], folder)
             mounts[mount["mountPath"]] = folder
         fields = {"spec.nodeName": "k8s-node-%d" % node, "status.podIP": self.addresses[node],
                   "metadata.name": pod,
@@ -390,6 +397,17 @@ class Kubelet:
                                 start_new_session=True, cwd=self.work)
         self.processes.append((name, proc))
         return proc
+
+    def materialise(self, secret, folder):
+        """A Secret volume: each key of the Secret's data a file of the volume's mode."""
+        assert set(secret) <= {"secretName", "defaultMode"}, secret
+        name = secret["secretName"]
+        assert name in self.secrets, "Secret %s does not exist: the pod would not start" % name
+        for key, data in self.secrets[name].items():
+            path = os.path.join(folder, key)
+            with open(path, "wb") as f:
+                f.write(data)
+            os.chmod(path, secret.get("defaultMode", 0o644))
 
     def start(self, workload, node, pod, index=None):
         """Starts the pod's sidecars, waits for their startup probes, then its containers;
@@ -472,7 +490,10 @@ def cluster(prefix):
 def test_emulated_the_manifests_train_the_digits_job_across_two_nodes(prefix, cluster,
                                                                        tmp_path):
     netemu, name, addresses = cluster
-    kubelet = Kubelet(prefix, netemu, name, addresses, str(tmp_path))
+    issued = tmp_path / "cert-manager"
+    issued.mkdir()
+    kubelet = Kubelet(prefix, netemu, name, addresses, str(tmp_path),
+                      issue_certificates(OBJECTS, str(issued)))
     controller_env = plain_env(container(CONTROLLER))
     grpc = address_port(controller_env["GRAVAC_CONTROLLER_LISTEN"])[1]
     service_ports = {}
@@ -526,10 +547,17 @@ def test_emulated_the_manifests_train_the_digits_job_across_two_nodes(prefix, cl
                 if proc.poll() is None:
                     os.killpg(proc.pid, signal.SIGTERM)
                 assert proc.wait(timeout=60) == 0, kubelet.log("worker-%d-gravacd" % index)
-        # Job index i ran ranks [2i, 2i + 2) on the i-th labelled node, named by spec.nodeName.
-        for index, n in enumerate((1, 2)):
+        # Job index i ran ranks [2i, 2i + 2) as node gravac-node-i, the name its certificate
+        # carries; every link to the controller was mutual TLS.
+        for index in range(2):
             log = kubelet.log("worker-%d-gravacd" % index)
-            assert re.search(r"gravacd\[k8s-node-%d\] .* node %d of 2: ranks \[%d, %d\) of 4"
-                             % (n, index, 2 * index, 2 * index + 2), log), log
+            assert re.search(r"gravacd\[gravac-node-%d\] .* node %d of 2: ranks \[%d, %d\) of 4"
+                             % (index, index, 2 * index, 2 * index + 2), log), log
+        controller_log = kubelet.log("controller-controller")
+        assert re.search(r"listening on \S+ \(port %d\) over mutual TLS" % grpc, controller_log), \
+            controller_log
+        for log in ("controller-controller", "worker-0-gravacd", "worker-1-gravacd",
+                    "worker-0-workers", "worker-1-workers"):
+            assert "INSECURE" not in kubelet.log(log), kubelet.log(log)
     finally:
         kubelet.stop_all()

@@ -1,8 +1,8 @@
 """deploy/kubernetes, checked offline as a cluster would check it (CTest deploy_validate).
 
 Every overlay is rendered with `kubectl kustomize` and each object is checked:
-- schema: against Kubernetes' OpenAPI schemas and the Prometheus Operator's CRDs
-  (tools/validate.mjs), unknown fields included, and every object has a name;
+- schema: against Kubernetes' OpenAPI schemas and the Prometheus Operator's and cert-manager's
+  CRDs (tools/validate.mjs), unknown fields included, and every object has a name;
 - the restricted Pod Security Standard (https://kubernetes.io/docs/concepts/security/
   pod-security-standards/, baseline and restricted lists) on every pod template, plus a read-only
   root filesystem;
@@ -14,7 +14,11 @@ Every overlay is rendered with `kubectl kustomize` and each object is checked:
   job names the dashboard uses;
 - an overlay with namePrefix and namespace keeps the workers pointed at the renamed Service and Job;
 - every $(VAR) in a command resolves, and the example the ConfigMap's GRAVAC_EXAMPLE selects is
-  one the image installs.
+  one the image installs;
+- the control plane is mutual TLS: every gravac process reads its certificate, key and CA from a
+  Secret volume it mounts, each such Secret is a cert-manager Certificate of the overlay, issued by
+  the job's CA Issuer, the controller's names the server name the clients expect and the workers'
+  names every gravacd node name of the Job's indexes.
 Each check is run on broken copies too and must report them.
 """
 
@@ -26,8 +30,8 @@ import shutil
 import pytest
 import yaml
 
-from manifests import (KUBERNETES, SOURCE_DIR, all_containers, command_line, expand, find,
-                       overlays, plain_env, pod_spec, render, render_overlay, validate)
+from manifests import (KUBERNETES, SOURCE_DIR, all_containers, command_line, declared_env, expand,
+                       find, overlays, plain_env, pod_spec, render, render_overlay, validate)
 
 WORKLOADS = {"Deployment", "Job", "DaemonSet", "StatefulSet", "ReplicaSet"}
 # The restricted level allows these volume types only.
@@ -324,6 +328,90 @@ def consistency_problems(objects):
     return problems
 
 
+COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+TLS_FILES = ("GRAVAC_TLS_CERT", "GRAVAC_TLS_KEY", "GRAVAC_TLS_CA")
+
+
+def node_names(c, objects, nodes):
+    """gravacd's GRAVAC_NODE_NAME in the pod of each Job index below `nodes`."""
+    names = []
+    for index in range(nodes):
+        env = declared_env(c, objects)
+        for e in c.get("env", []):
+            if "value" in e:
+                env[e["name"]] = expand(e["value"], env)
+            elif e["valueFrom"].get("fieldRef", {}).get("fieldPath") == COMPLETION_INDEX:
+                env[e["name"]] = str(index)
+        names.append(env.get("GRAVAC_NODE_NAME", ""))
+    return names
+
+
+def tls_problems(objects):
+    """Mutual TLS on the control plane, from Secrets that the overlay's Certificates issue."""
+    problems = []
+    certificates = {o["spec"]["secretName"]: o for o in objects if o["kind"] == "Certificate"}
+    issuers = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Issuer"}
+    for cert in certificates.values():
+        issuer = issuers.get(cert["spec"]["issuerRef"]["name"])
+        if issuer is None:
+            problems.append("Certificate %s: issuer %s is not in the overlay"
+                            % (cert["metadata"]["name"], cert["spec"]["issuerRef"]["name"]))
+        elif not cert["spec"].get("isCA") and not (
+                "ca" in issuer["spec"] and certificates.get(
+                    issuer["spec"]["ca"]["secretName"], {}).get("spec", {}).get("isCA")):
+            problems.append("Certificate %s: not signed by the job's CA Issuer"
+                            % cert["metadata"]["name"])
+    mounted = {}  # workload component -> the Certificate of its TLS files
+    for o in (component(objects, "controller"), component(objects, "worker")):
+        which = template_labels(o)["app.kubernetes.io/component"]
+        volumes = {v["name"]: v for v in pod_spec(o).get("volumes", [])}
+        for c in all_containers(pod_spec(o)):
+            at = "%s container %s" % (label(o), c["name"])
+            env = declared_env(c, objects)
+            if env.get("GRAVAC_INSECURE_PLAINTEXT", "false").lower() in ("1", "true", "yes"):
+                problems.append("%s: the control plane is plain text (GRAVAC_INSECURE_PLAINTEXT)"
+                                % at)
+            for name in TLS_FILES:
+                path = env.get(name, "")
+                mount = [m for m in c.get("volumeMounts", [])
+                         if path.startswith(m["mountPath"].rstrip("/") + "/")]
+                secret = volumes.get(mount[0]["name"], {}).get("secret") if mount else None
+                if not secret:
+                    problems.append("%s: %s %r is not in a mounted Secret" % (at, name, path))
+                    continue
+                cert = certificates.get(secret["secretName"])
+                if cert is None:
+                    problems.append("%s: Secret %s is issued by no Certificate of the overlay"
+                                    % (at, secret["secretName"]))
+                    continue
+                mounted[which] = cert
+    workers = component(objects, "worker")
+    server_names = {declared_env(c, objects).get("GRAVAC_TLS_SERVER_NAME")
+                    or plain_env(c).get("GRAVAC_CONTROLLER", "").rpartition(":")[0]
+                    for c in all_containers(pod_spec(workers))}
+    controller_cert = mounted.get("controller")
+    if controller_cert is not None:
+        names = set(controller_cert["spec"].get("dnsNames", []))
+        for name in sorted(server_names - names):
+            problems.append("Certificate %s does not name %r, the server name the workers expect "
+                            "(GRAVAC_TLS_SERVER_NAME)" % (controller_cert["metadata"]["name"], name))
+        if "server auth" not in controller_cert["spec"].get("usages", []):
+            problems.append("Certificate %s: no server auth usage"
+                            % controller_cert["metadata"]["name"])
+    worker_cert = mounted.get("worker")
+    gravacd = [c for c in pod_spec(workers).get("initContainers", []) if c["name"] == "gravacd"]
+    if worker_cert is not None and gravacd:
+        config = find(objects, "ConfigMap")["data"]
+        names = set(worker_cert["spec"].get("dnsNames", []))
+        for name in node_names(gravacd[0], objects, int(config["GRAVAC_NODES"])):
+            if name not in names:
+                problems.append("Certificate %s does not name node %r (gravacd's "
+                                "GRAVAC_NODE_NAME)" % (worker_cert["metadata"]["name"], name))
+        if "client auth" not in worker_cert["spec"].get("usages", []):
+            problems.append("Certificate %s: no client auth usage" % worker_cert["metadata"]["name"])
+    return problems
+
+
 # ---------------------------------------------------------------------------------------------
 # deploy/README.md's scrape config, applied to the pods as Prometheus' pod discovery would.
 
@@ -387,7 +475,7 @@ def all_problems(objects):
     """Every check's problems; a check that cannot find what it checks reports that."""
     problems = []
     for check in (schema_problems, pss_problems, operations_problems, consistency_problems,
-                  lambda o: scrape_problems(o, documented_scrape_config())):
+                  tls_problems, lambda o: scrape_problems(o, documented_scrape_config())):
         try:
             problems += check(objects)
         except (AssertionError, KeyError) as e:
@@ -403,14 +491,14 @@ def test_every_overlay_is_rendered(rendered):
     assert {"cpu", "gpu", "monitoring"} <= set(rendered)
     for name, objects in rendered.items():
         kinds = sorted(o["kind"] for o in objects)
-        for kind in ("ConfigMap", "Deployment", "Job", "NetworkPolicy", "PodDisruptionBudget",
-                     "Service"):
+        for kind in ("Certificate", "ConfigMap", "Deployment", "Issuer", "Job", "NetworkPolicy",
+                     "PodDisruptionBudget", "Service"):
             assert kind in kinds, (name, kinds)
     assert sorted(o["kind"] for o in rendered["monitoring"]).count("PodMonitor") == 2
 
 
 @pytest.mark.parametrize("check", [schema_problems, pss_problems, operations_problems,
-                                   consistency_problems])
+                                   consistency_problems, tls_problems])
 def test_every_overlay_passes(rendered, check):
     for name, objects in rendered.items():
         assert check(objects) == [], name
@@ -556,7 +644,7 @@ BROKEN = {
     "no limits": (delete_in(lambda o: pod_spec(workers_of(o))["containers"][0]["resources"],
                             "limits"), "no limits"),
     "probe on a missing port": (lambda o: controller_container(o)["livenessProbe"][
-        "grpc"].update(port=7461), "no container names"),
+        "httpGet"].update(port=9479), "no container names"),
     "no liveness probe": (delete_in(controller_container, "livenessProbe"), "liveness"),
     "no TTL": (delete_in(lambda o: workers_of(o)["spec"], "ttlSecondsAfterFinished"),
                "ttlSecondsAfterFinished"),
@@ -595,6 +683,22 @@ BROKEN = {
         "dashboard expects"),
     "PodMonitor selects nothing": (lambda o: monitor(o, "gravacd")["spec"]["selector"][
         "matchLabels"].update({"app.kubernetes.io/component": "daemon"}), "selects 0"),
+    # mutual TLS
+    "plain text": (lambda o: find(o, "ConfigMap")["data"].update(
+        GRAVAC_INSECURE_PLAINTEXT="true"), "plain text"),
+    "key outside the Secret": (lambda o: find(o, "ConfigMap")["data"].update(
+        GRAVAC_TLS_KEY="/tmp/tls.key"), "GRAVAC_TLS_KEY '/tmp/tls.key' is not in a mounted Secret"),
+    "Secret nobody issues": (lambda o: [v["secret"].update(secretName="gravac-tls") for v in
+                                        pod_spec(workers_of(o))["volumes"] if "secret" in v],
+                             "issued by no Certificate"),
+    "controller certificate misnamed": (lambda o: find(o, "Certificate", "gravac-controller-tls")[
+        "spec"].update(dnsNames=["gravac-ctl"]), "GRAVAC_TLS_SERVER_NAME"),
+    "worker certificate lacks a node": (lambda o: find(o, "Certificate", "gravac-worker-tls")[
+        "spec"].update(dnsNames=["gravac-node-0"]), "does not name node 'gravac-node-1'"),
+    "certificate from another issuer": (lambda o: find(o, "Certificate", "gravac-worker-tls")[
+        "spec"]["issuerRef"].update(name="letsencrypt"), "issuer letsencrypt"),
+    "certificate signed by the bootstrap": (lambda o: find(o, "Certificate", "gravac-worker-tls")[
+        "spec"]["issuerRef"].update(name="gravac-selfsigned"), "not signed by the job's CA"),
     # the documented scrape config
     "pods without part-of": (lambda o: template_labels(workers_of(o)).pop(
         "app.kubernetes.io/part-of"), "drops the worker pods"),

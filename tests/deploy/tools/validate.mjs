@@ -1,5 +1,6 @@
-// Validates Kubernetes objects against the upstream OpenAPI schemas (npm kubernetes-models) and
-// the Prometheus Operator's CRD schemas (@kubernetes-models/prometheus-operator), offline.
+// Validates Kubernetes objects against the upstream OpenAPI schemas (npm kubernetes-models), the
+// Prometheus Operator's CRD schemas (@kubernetes-models/prometheus-operator) and cert-manager's
+// (@kubernetes-models/cert-manager), offline.
 //
 //   node validate.mjs < objects.json      # a JSON array of objects
 //
@@ -16,6 +17,7 @@
 
 const MODEL_PACKAGES = [
   { test: (group) => group.endsWith(".coreos.com"), pkg: "@kubernetes-models/prometheus-operator" },
+  { test: (group) => group === "cert-manager.io", pkg: "@kubernetes-models/cert-manager" },
   { test: () => true, pkg: "kubernetes-models" },
 ];
 
