@@ -15,12 +15,12 @@
 #ifndef GRAVAC_CORE_BACKGROUND_CALL_H_
 #define GRAVAC_CORE_BACKGROUND_CALL_H_
 
-#include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "core/mutex.h"
 
 namespace gravac {
 
@@ -41,14 +41,14 @@ class BackgroundCall {
  private:
   void Loop();
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::function<absl::Status()> fn_;  // set: a call is queued for the thread
-  bool pending_ = false;              // started and not yet waited for
-  bool running_done_ = true;          // the started call returned
-  bool misuse_ = false;
-  bool stop_ = false;
-  absl::Status result_;
+  Mutex mu_;
+  CondVar cv_;
+  std::function<absl::Status()> fn_ ABSL_GUARDED_BY(mu_);  // set: a call is queued for the thread
+  bool pending_ ABSL_GUARDED_BY(mu_) = false;              // started and not yet waited for
+  bool running_done_ ABSL_GUARDED_BY(mu_) = true;          // the started call returned
+  bool misuse_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status result_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };
 

@@ -25,10 +25,10 @@ ThreadPool::ThreadPool(int num_lanes) {
 
 ThreadPool::~ThreadPool() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
-  start_cv_.notify_all();
+  start_cv_.SignalAll();
   for (std::thread& t : workers_) t.join();
 }
 
@@ -45,23 +45,23 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_grain, const Body& body) {
     body(0, 0, n);
     return;
   }
-  std::lock_guard<std::mutex> call_lock(call_mu_);
+  MutexLock call_lock(&call_mu_);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     body_ = &body;
     n_ = n;
     chunks_ = chunks;
     pending_ = chunks - 1;
     ++generation_;
   }
-  start_cv_.notify_all();
+  start_cv_.SignalAll();
   int64_t begin, end;
   ChunkBounds(n, chunks, 0, &begin, &end);
   in_parallel_for = true;
   body(0, begin, end);
   in_parallel_for = false;
-  std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [this] { return pending_ == 0; });
+  MutexLock lock(&mu_);
+  while (pending_ != 0) done_cv_.Wait(&mu_);
   body_ = nullptr;
 }
 
@@ -73,8 +73,8 @@ void ThreadPool::WorkerLoop(int lane) {
     int64_t n;
     int chunks;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      MutexLock lock(&mu_);
+      while (!stop_ && generation_ == seen) start_cv_.Wait(&mu_);
       if (stop_) return;
       seen = generation_;
       body = body_;
@@ -85,8 +85,8 @@ void ThreadPool::WorkerLoop(int lane) {
       int64_t begin, end;
       ChunkBounds(n, chunks, lane, &begin, &end);
       (*body)(lane, begin, end);
-      std::lock_guard<std::mutex> lock(mu_);
-      if (--pending_ == 0) done_cv_.notify_one();
+      MutexLock lock(&mu_);
+      if (--pending_ == 0) done_cv_.Signal();
     }
   }
 }

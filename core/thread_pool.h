@@ -13,12 +13,13 @@
 #ifndef GRAVAC_CORE_THREAD_POOL_H_
 #define GRAVAC_CORE_THREAD_POOL_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "core/mutex.h"
 
 namespace gravac {
 
@@ -43,17 +44,17 @@ class ThreadPool {
   void WorkerLoop(int lane);
 
   std::vector<std::thread> workers_;
-  std::mutex call_mu_;  // serialises ParallelFor calls
+  Mutex call_mu_;  // serialises ParallelFor calls; taken before mu_
 
-  std::mutex mu_;
-  std::condition_variable start_cv_;
-  std::condition_variable done_cv_;
-  const Body* body_ = nullptr;
-  int64_t n_ = 0;
-  int chunks_ = 0;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
+  Mutex mu_ ABSL_ACQUIRED_AFTER(call_mu_);
+  CondVar start_cv_;
+  CondVar done_cv_;
+  const Body* body_ ABSL_GUARDED_BY(mu_) = nullptr;
+  int64_t n_ ABSL_GUARDED_BY(mu_) = 0;
+  int chunks_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  int pending_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace gravac
