@@ -5,6 +5,9 @@
 // Errors: every failed call raises gravac._gravac.GravacError (a RuntimeError) whose message is
 // the C API's (the daemon's message for a failed request: it names the rank, tensor and field);
 // the exception carries `status` (e.g. "GRAVAC_ERR_MISMATCH") and `code` (the gravac_status).
+// Failures of the world rather than of the call (a lost worker, daemon or peer node, an operation
+// past its time bound, a stopped daemon: GRAVAC_ERR_UNAVAILABLE, _TIMEOUT, _SHUTDOWN) raise the
+// subclass gravac._gravac.HorovodInternalError, which Horovod's elastic loop catches.
 //
 // Blocking and the GIL: Request.wait, Context.barrier and Context.shutdown release the GIL while
 // they block; everything else returns at once (the *_async calls copy their input before
@@ -29,9 +32,17 @@ namespace {
 
 constexpr char kModuleName[] = "gravac._gravac";
 
-// Raises GravacError(message) with .status and .code set.
+// True for the statuses that say the job's world failed (not this call's arguments).
+bool IsWorldFailure(gravac_status status) {
+  return status == GRAVAC_ERR_UNAVAILABLE || status == GRAVAC_ERR_TIMEOUT ||
+         status == GRAVAC_ERR_SHUTDOWN;
+}
+
+// Raises GravacError(message), or its subclass HorovodInternalError for a world failure, with
+// .status and .code set.
 [[noreturn]] void Raise(gravac_status status, const std::string& message) {
-  py::object type = py::module_::import(kModuleName).attr("GravacError");
+  py::object type = py::module_::import(kModuleName)
+                        .attr(IsWorldFailure(status) ? "HorovodInternalError" : "GravacError");
   std::string text = message.empty() ? std::string(gravac_status_string(status)) : message;
   py::object error = type(text);
   error.attr("status") = py::str(gravac_status_string(status));
@@ -264,6 +275,9 @@ PYBIND11_MODULE(_gravac, m) {
   PyObject* error = PyErr_NewException("gravac._gravac.GravacError", PyExc_RuntimeError, nullptr);
   if (error == nullptr) throw py::error_already_set();
   m.add_object("GravacError", py::reinterpret_steal<py::object>(error));
+  PyObject* world = PyErr_NewException("gravac._gravac.HorovodInternalError", error, nullptr);
+  if (world == nullptr) throw py::error_already_set();
+  m.add_object("HorovodInternalError", py::reinterpret_steal<py::object>(world));
 
   m.attr("FLOAT32") = static_cast<int>(GRAVAC_FLOAT32);
   m.attr("FLOAT64") = static_cast<int>(GRAVAC_FLOAT64);

@@ -12,11 +12,13 @@ The job is started by gravacrun (``gravacrun -np 4 --nodes 2 -- python3 train.py
 the GRAVAC_* environment init() reads; without it init() runs a world of one. Tensors are CPU
 tensors of float32/float64/float16/bfloat16/int32/int64/uint8/int8/int16/bool (other devices are
 staged through host memory). Failures (mismatched
-shapes across ranks, a dead worker, ...) raise GravacError carrying the daemon's message; the
-name HorovodInternalError is an alias for Horovod scripts that catch it.
+shapes across ranks, a dead worker, ...) raise GravacError carrying the daemon's message; those of
+the world rather than of the call (a lost worker, daemon or node, a timeout) raise its subclass
+HorovodInternalError, which ``hvd.elastic.run`` (Horovod's elastic API, gravac.torch.elastic)
+catches to restore the last commit.
 """
 
-from gravac._gravac import GravacError
+from gravac._gravac import GravacError, HorovodInternalError
 from gravac.torch.compression import Compression, Compressor
 from gravac.torch.functions import (allgather_object, broadcast_object,
                                     broadcast_optimizer_state, broadcast_parameters)
@@ -33,14 +35,13 @@ from gravac.torch.mpi_ops import (Adasum, Average, Max, Min, Product, Sum, allga
                                   shutdown, size, start_timeline, stop_timeline, synchronize)
 from gravac.torch.optimizer import DistributedOptimizer
 from gravac.torch.sync_batch_norm import SyncBatchNorm
-
-HorovodInternalError = GravacError
+from gravac.torch import elastic
 
 __all__ = [
     "Adasum", "Max", "Min", "Product", "SyncBatchNorm", "alltoall", "cross_rank", "cross_size",
     "grouped_allreduce", "grouped_allreduce_", "grouped_allreduce_async",
     "grouped_allreduce_async_", "is_homogeneous", "join", "reducescatter", "reducescatter_async",
-    "Average", "Sum", "Compression", "Compressor", "DistributedOptimizer", "GravacError",
+    "Average", "Sum", "elastic", "Compression", "Compressor", "DistributedOptimizer", "GravacError",
     "HorovodInternalError", "allgather", "allgather_async", "allgather_object", "allreduce",
     "allreduce_", "allreduce_async", "allreduce_async_", "barrier", "broadcast", "broadcast_",
     "broadcast_async", "broadcast_async_", "broadcast_object", "broadcast_optimizer_state",
