@@ -67,9 +67,10 @@ def _reset(cause=None):
         mpi_ops.init()
     except GravacError as e:
         why = str(cause) if cause is not None else "a host update"
+        again = "" if str(e) == why else " (re-initializing: %s)" % e
         error = GravacError(
-            "elastic reset failed: after '%s' the world of this job cannot be re-formed (%s); "
-            "%s. This rank's state was restored to its last commit." % (why, e, _ISSUE))
+            "elastic reset failed: after '%s' the world of this job cannot be re-formed%s; "
+            "%s. This rank's state was restored to its last commit." % (why, again, _ISSUE))
         error.status = getattr(e, "status", "GRAVAC_ERR_UNAVAILABLE")
         error.code = getattr(e, "code", 2)
         raise error from e
