@@ -2,19 +2,19 @@
 
 #include <algorithm>
 #include <cctype>
-#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <thread>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "core/absl_compat.h"
+#include "core/mutex.h"
 #include "core/status.h"
 #include "daemon/daemon_metrics.h"
 #include "daemon/engine/executor.h"
@@ -109,10 +109,10 @@ class EngineCore {
     if (!done) done = [](TensorResult) {};
     absl::Status refused;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (!thread_done_) {
         inbox_.push_back({std::move(tensor), std::move(done), absl::GetCurrentTimeNanos()});
-        cv_.notify_all();
+        cv_.SignalAll();
         return;
       }
       refused = terminal_;
@@ -124,36 +124,39 @@ class EngineCore {
   }
 
   void FailLocal(absl::Status status) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (local_failure_.ok() && !status.ok()) local_failure_ = std::move(status);
-    cv_.notify_all();
+    cv_.SignalAll();
   }
 
   absl::Status Shutdown(absl::Duration timeout) {
-    std::unique_lock<std::mutex> lock(mu_);
+    mu_.Lock();
     if (!shutdown_called_) {
       shutdown_called_ = true;
       shutdown_requested_ = true;
-      cv_.notify_all();
-      const bool agreed =
-          cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout), [&] { return thread_done_; });
-      if (!agreed) {
+      cv_.SignalAll();
+      const absl::Time deadline = absl::Now() + timeout;
+      while (!thread_done_ && !cv_.WaitWithDeadline(&mu_, deadline)) {
+      }
+      if (!thread_done_) {
         abort_ = true;
         shutdown_status_ = absl::DeadlineExceededError(absl::StrFormat(
             "%s: engine: shutdown not agreed with the other daemons within %s",
             FormatNode(options_.layout, options_.node_rank), absl::FormatDuration(timeout)));
-        cv_.notify_all();
+        cv_.SignalAll();
       }
-      lock.unlock();
+      mu_.Unlock();
       if (thread_.joinable()) thread_.join();
       comm_.reset();  // closes the endpoints, so peers still waiting fail fast
-      lock.lock();
+      mu_.Lock();
       if (shutdown_status_.ok() && !absl::IsCancelled(terminal_)) shutdown_status_ = terminal_;
       shutdown_finished_ = true;
-      cv_.notify_all();
+      cv_.SignalAll();
     }
-    cv_.wait(lock, [&] { return shutdown_finished_; });  // a concurrent caller waits for the first
-    return shutdown_status_;
+    while (!shutdown_finished_) cv_.Wait(&mu_);  // a concurrent caller waits for the first
+    absl::Status status = shutdown_status_;
+    mu_.Unlock();
+    return status;
   }
 
  private:
@@ -189,11 +192,13 @@ class EngineCore {
   bool TakeInbox(absl::Duration interval, absl::Time last_cycle, NodeMessage* message) {
     std::deque<Inbox> inbox;
     {
-      std::unique_lock<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       const bool idle = interval > options_.cycle_time;
-      cv_.wait_until(lock, absl::ToChronoTime(last_cycle + interval), [&] {
-        return abort_ || (idle && (!inbox_.empty() || !local_failure_.ok() || shutdown_requested_));
-      });
+      const absl::Time deadline = last_cycle + interval;
+      while (!abort_ &&
+             !(idle && (!inbox_.empty() || !local_failure_.ok() || shutdown_requested_)) &&
+             !cv_.WaitWithDeadline(&mu_, deadline)) {
+      }
       if (abort_) return false;
       inbox.swap(inbox_);
       message->shutdown = shutdown_requested_;
@@ -326,9 +331,9 @@ class EngineCore {
       answers.push_back({std::move(t), [](TensorResult) {}, now_ns});
     }
     if (answers.empty()) return;
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (Inbox& in : answers) inbox_.push_back(std::move(in));
-    cv_.notify_all();
+    cv_.SignalAll();
   }
 
   // The job's join is complete: its result is the last joined rank (int32), agreed by the
@@ -448,11 +453,11 @@ class EngineCore {
     executor_->Flush();
     std::deque<Inbox> inbox;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       terminal_ = stop;
       thread_done_ = true;
       inbox.swap(inbox_);
-      cv_.notify_all();
+      cv_.SignalAll();
     }
     FailAll(stop);
     for (Inbox& in : inbox) {
@@ -471,17 +476,17 @@ class EngineCore {
   std::unique_ptr<Executor> executor_;
   std::thread thread_;
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Inbox> inbox_;          // guarded by mu_
-  absl::Status local_failure_;       // guarded by mu_
-  bool shutdown_requested_ = false;  // guarded by mu_
-  bool shutdown_called_ = false;     // guarded by mu_
-  bool shutdown_finished_ = false;   // guarded by mu_
-  bool abort_ = false;               // guarded by mu_
-  bool thread_done_ = false;         // guarded by mu_
-  absl::Status terminal_;            // guarded by mu_; set when the thread ends
-  absl::Status shutdown_status_;     // guarded by mu_
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<Inbox> inbox_ ABSL_GUARDED_BY(mu_);
+  absl::Status local_failure_ ABSL_GUARDED_BY(mu_);
+  bool shutdown_requested_ ABSL_GUARDED_BY(mu_) = false;
+  bool shutdown_called_ ABSL_GUARDED_BY(mu_) = false;
+  bool shutdown_finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool abort_ ABSL_GUARDED_BY(mu_) = false;
+  bool thread_done_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status terminal_ ABSL_GUARDED_BY(mu_);  // set when the thread ends
+  absl::Status shutdown_status_ ABSL_GUARDED_BY(mu_);
 
   // Engine thread only.
   Negotiator negotiator_;
