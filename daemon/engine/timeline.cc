@@ -46,7 +46,7 @@ absl::Status Timeline::Start(const std::string& path) {
     return absl::InvalidArgumentError(
         absl::StrFormat("timeline: cannot open '%s': %s", path, std::strerror(errno)));
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   file_ = file;
   start_ns_ = last_flush_ns_ = absl::GetCurrentTimeNanos();
   first_event_ = true;
@@ -62,7 +62,7 @@ absl::Status Timeline::Start(const std::string& path) {
 }
 
 void Timeline::Stop() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   enabled_.store(false);
   if (file_ == nullptr) return;
   std::fputs("\n]\n", file_);
@@ -96,7 +96,7 @@ int Timeline::TrackLocked(const std::string& tensor) {
 void Timeline::Span(const std::string& tensor, const std::string& name, int64_t begin_ns,
                     int64_t end_ns, const Args& args) {
   if (!enabled()) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (file_ == nullptr) return;
   const int pid = TrackLocked(tensor);
   const int64_t ts = Micros(begin_ns);
@@ -108,7 +108,7 @@ void Timeline::Span(const std::string& tensor, const std::string& name, int64_t 
 
 void Timeline::Counter(const std::string& name, int64_t at_ns, const Args& values) {
   if (!enabled()) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (file_ == nullptr) return;
   Write(absl::StrFormat(R"({"name": %s, "ph": "C", "pid": 0, "ts": %d, "args": %s})", Quote(name),
                         Micros(at_ns), FormatArgs(values)));

@@ -20,12 +20,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <map>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "core/mutex.h"
 
 namespace gravac::daemon::internal {
 
@@ -57,17 +58,19 @@ class Timeline {
   static std::string Quote(const std::string& s);  // a JSON string literal
 
  private:
-  void Write(const std::string& event);  // mu_ held
-  int TrackLocked(const std::string& tensor);
-  int64_t Micros(int64_t ns) const { return (ns - start_ns_) / 1000; }
+  void Write(const std::string& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int TrackLocked(const std::string& tensor) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int64_t Micros(int64_t ns) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return (ns - start_ns_) / 1000;
+  }
 
   std::atomic<bool> enabled_{false};
-  std::mutex mu_;
-  std::FILE* file_ = nullptr;  // guarded by mu_
-  int64_t start_ns_ = 0;
-  int64_t last_flush_ns_ = 0;
-  bool first_event_ = true;
-  std::map<std::string, int> tracks_;  // tensor -> pid
+  Mutex mu_;
+  std::FILE* file_ ABSL_GUARDED_BY(mu_) = nullptr;
+  int64_t start_ns_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t last_flush_ns_ ABSL_GUARDED_BY(mu_) = 0;
+  bool first_event_ ABSL_GUARDED_BY(mu_) = true;
+  std::map<std::string, int> tracks_ ABSL_GUARDED_BY(mu_);  // tensor -> pid
 };
 
 }  // namespace gravac::daemon::internal
