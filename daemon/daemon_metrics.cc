@@ -186,7 +186,7 @@ void DaemonMetrics::ObserveCollective(CollectiveOp op, int64_t start_ns, int64_t
   collectives_[static_cast<int>(op)]->Observe(seconds);
   if (op == CollectiveOp::kNegotiation) return;
   phases_[static_cast<int>(EnginePhase::kExchange)]->Increment(seconds);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (window_first_ns_ == 0) window_first_ns_ = start_ns;
   window_last_ns_ = end_ns;
 }
@@ -194,7 +194,7 @@ void DaemonMetrics::ObserveCollective(CollectiveOp op, int64_t start_ns, int64_t
 void DaemonMetrics::OnGroupDone(int64_t start_ns, int64_t end_ns) {
   int64_t first = 0, last = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     std::swap(first, window_first_ns_);
     std::swap(last, window_last_ns_);
   }

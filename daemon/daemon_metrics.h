@@ -35,15 +35,16 @@
 #include <array>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/clock.h"
 #include "core/job_types.h"
+#include "core/mutex.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
@@ -132,10 +133,10 @@ class DaemonMetrics {
   prometheus::Counter& stalls_;
   prometheus::Family<prometheus::Counter>& errors_;
 
-  // std::mutex rather than absl::Mutex: Debian's prebuilt abseil is not visible to TSan.
-  std::mutex mu_;
-  int64_t window_first_ns_ = 0;  // guarded by mu_; 0: no collective since OnGroupDone
-  int64_t window_last_ns_ = 0;   // guarded by mu_
+  // core/mutex.h says why not absl::Mutex.
+  Mutex mu_;
+  int64_t window_first_ns_ ABSL_GUARDED_BY(mu_) = 0;  // 0: no collective since OnGroupDone
+  int64_t window_last_ns_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // Runs `collective` (a Communicator call returning absl::Status) and records its wall time under
