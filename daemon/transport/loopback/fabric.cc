@@ -22,17 +22,17 @@ Fabric::Fabric(int world_size)
 }
 
 void Fabric::CloseRank(int rank) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   CloseRankLocked(rank);
 }
 
 void Fabric::SilenceRank(int rank) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ranks_[rank].silenced = true;
 }
 
 void Fabric::FaultAfterMessages(int rank, int64_t messages, FaultKind kind) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   RankState& r = ranks_[rank];
   r.fault_kind = kind;
   r.fault_after = messages;
@@ -47,22 +47,22 @@ void Fabric::FaultAfterMessages(int rank, int64_t messages, FaultKind kind) {
 }
 
 void Fabric::SetLinkDrop(int src, int dst, bool drop) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   channel(src, dst).drop = drop;
 }
 
 void Fabric::SetLinkDelay(int src, int dst, absl::Duration delay) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   channel(src, dst).delay = delay;
 }
 
 int64_t Fabric::messages_sent(int rank) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return ranks_[rank].sent;
 }
 
 absl::Status Fabric::MarkConnected(int rank, int peer) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (ranks_[rank].connected[peer]) {
     return absl::InvalidArgumentError(
         absl::StrFormat("loopback: rank %d: already connected to peer rank %d", rank, peer));
@@ -72,7 +72,7 @@ absl::Status Fabric::MarkConnected(int rank, int peer) {
 }
 
 absl::Status Fabric::Post(const OpPtr& op) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const int peer = op->is_send ? op->dst : op->src;
   if (PairClosed(op->owner, peer) || ranks_[op->owner].locally_closed[peer]) {
     return absl::UnavailableError(
@@ -85,7 +85,7 @@ absl::Status Fabric::Post(const OpPtr& op) {
       op->state = Op::State::kDone;
       op->bytes = op->size;
       FinishSendLocked(*op);
-      cv_.notify_all();
+      cv_.SignalAll();
       return absl::OkStatus();
     }
     if (ch.delay > absl::ZeroDuration()) op->deliver_at = absl::Now() + ch.delay;
@@ -93,13 +93,13 @@ absl::Status Fabric::Post(const OpPtr& op) {
   } else {
     ch.recvs.push_back(op);
   }
-  MatchAndCopy(lock, op->src, op->dst);
+  MatchAndCopyLocked(op->src, op->dst);
   return absl::OkStatus();
 }
 
 absl::StatusOr<bool> Fabric::Test(const OpPtr& op) {
-  std::unique_lock<std::mutex> lock(mu_);
-  if (op->state == Op::State::kQueued) MatchAndCopy(lock, op->src, op->dst);
+  MutexLock lock(&mu_);
+  if (op->state == Op::State::kQueued) MatchAndCopyLocked(op->src, op->dst);
   if (op->state != Op::State::kDone) return false;
   if (!op->status.ok()) return op->status;
   return true;
@@ -107,10 +107,10 @@ absl::StatusOr<bool> Fabric::Test(const OpPtr& op) {
 
 absl::Status Fabric::Wait(const OpPtr& op, absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   while (true) {
     absl::Time next = absl::InfiniteFuture();
-    if (op->state == Op::State::kQueued) next = MatchAndCopy(lock, op->src, op->dst);
+    if (op->state == Op::State::kQueued) next = MatchAndCopyLocked(op->src, op->dst);
     if (op->state == Op::State::kDone) return op->status;
     if (absl::Now() >= deadline) {
       return absl::DeadlineExceededError(
@@ -119,16 +119,12 @@ absl::Status Fabric::Wait(const OpPtr& op, absl::Duration timeout) {
                           op->is_send ? op->dst : op->src, op->tag, absl::FormatDuration(timeout)));
     }
     const absl::Time wake = std::min(deadline, next);
-    if (wake == absl::InfiniteFuture()) {
-      cv_.wait(lock);
-    } else {
-      cv_.wait_until(lock, absl::ToChronoTime(wake));
-    }
+    cv_.WaitWithDeadline(&mu_, wake);
   }
 }
 
 void Fabric::Cancel(const OpPtr& op) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (op->state == Op::State::kQueued) {
     Channel& ch = channel(op->src, op->dst);
     std::deque<OpPtr>& queue = op->is_send ? ch.sends : ch.recvs;
@@ -137,11 +133,11 @@ void Fabric::Cancel(const OpPtr& op) {
     op->status = absl::CancelledError("loopback: request destroyed while pending");
     return;
   }
-  cv_.wait(lock, [&] { return op->state == Op::State::kDone; });
+  while (op->state != Op::State::kDone) cv_.Wait(&mu_);
 }
 
 void Fabric::CloseEndpoint(int rank, int peer) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const std::string why = absl::StrFormat("closed by rank %d", rank);
   if (!ranks_[rank].silenced) {
     ClosePairLocked(rank, peer, why);
@@ -152,7 +148,7 @@ void Fabric::CloseEndpoint(int rank, int peer) {
   close_reason_[rank * world_size_ + peer] = why;
   FailQueued(channel(rank, peer).sends, rank, why);
   FailQueued(channel(peer, rank).recvs, rank, why);
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 void Fabric::ClosePairLocked(int a, int b, const std::string& why) {
@@ -163,7 +159,7 @@ void Fabric::ClosePairLocked(int a, int b, const std::string& why) {
     FailQueued(channel(src, dst).sends, -1, why);
     FailQueued(channel(src, dst).recvs, -1, why);
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 void Fabric::CloseRankLocked(int rank) {
@@ -200,7 +196,7 @@ void Fabric::FinishSendLocked(Op& send) {
   }
 }
 
-absl::Time Fabric::MatchAndCopy(std::unique_lock<std::mutex>& lock, int src, int dst) {
+absl::Time Fabric::MatchAndCopyLocked(int src, int dst) {
   if (ranks_[src].silenced || ranks_[dst].silenced) return absl::InfiniteFuture();
   Channel& ch = channel(src, dst);
   const absl::Time now = absl::Now();
@@ -229,13 +225,13 @@ absl::Time Fabric::MatchAndCopy(std::unique_lock<std::mutex>& lock, int src, int
     recv = ch.recvs.erase(recv);
   }
   if (matches.empty()) return next;
-  lock.unlock();
+  mu_.Unlock();
   for (const Match& m : matches) {
     if (m.send->size <= m.recv->size && m.send->size > 0) {
       std::memcpy(m.recv->recv_data, m.send->send_data, m.send->size);
     }
   }
-  lock.lock();
+  mu_.Lock();
   for (const Match& m : matches) {
     m.send->state = m.recv->state = Op::State::kDone;
     m.send->bytes = m.recv->bytes = m.send->size;
@@ -248,7 +244,7 @@ absl::Time Fabric::MatchAndCopy(std::unique_lock<std::mutex>& lock, int src, int
     --sender.in_copy;
     FinishSendLocked(*m.send);
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   return next;
 }
 

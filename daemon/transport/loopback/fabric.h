@@ -24,18 +24,18 @@
 #ifndef GRAVAC_DAEMON_TRANSPORT_LOOPBACK_FABRIC_H_
 #define GRAVAC_DAEMON_TRANSPORT_LOOPBACK_FABRIC_H_
 
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "core/mutex.h"
 #include "daemon/transport/transport.h"
 
 namespace gravac::transport::loopback {
@@ -120,25 +120,30 @@ class Fabric : public TransportContext {
   void Cancel(const OpPtr& op);
   void CloseEndpoint(int rank, int peer);
 
-  // All below hold mu_ (lock passed where they release it).
-  Channel& channel(int src, int dst) { return channels_[src * world_size_ + dst]; }
-  bool PairClosed(int a, int b) const { return pair_closed_[a * world_size_ + b]; }
-  void ClosePairLocked(int a, int b, const std::string& why);
-  void CloseRankLocked(int rank);
+  // All below hold mu_; the ops they touch (their state, status and bytes) are guarded by it too.
+  Channel& channel(int src, int dst) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return channels_[src * world_size_ + dst];
+  }
+  bool PairClosed(int a, int b) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return pair_closed_[a * world_size_ + b];
+  }
+  void ClosePairLocked(int a, int b, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CloseRankLocked(int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Fails the queued ops (of `owner` only, when >= 0) with kUnavailable and removes them.
-  void FailQueued(std::deque<OpPtr>& queue, int owner, const std::string& why);
-  void FinishSendLocked(internal::Op& send);
-  // Matches what can be matched on src -> dst, copies outside the lock, completes the pairs.
+  void FailQueued(std::deque<OpPtr>& queue, int owner, const std::string& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FinishSendLocked(internal::Op& send) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Matches what can be matched on src -> dst, copies with mu_ released, completes the pairs.
   // Returns the earliest future delivery time that blocks a match (InfiniteFuture if none).
-  absl::Time MatchAndCopy(std::unique_lock<std::mutex>& lock, int src, int dst);
+  absl::Time MatchAndCopyLocked(int src, int dst) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int world_size_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<Channel> channels_;
-  std::vector<RankState> ranks_;
-  std::vector<bool> pair_closed_;
-  std::vector<std::string> close_reason_;
+  mutable Mutex mu_;
+  CondVar cv_;
+  std::vector<Channel> channels_ ABSL_GUARDED_BY(mu_);
+  std::vector<RankState> ranks_ ABSL_GUARDED_BY(mu_);
+  std::vector<bool> pair_closed_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> close_reason_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gravac::transport::loopback
