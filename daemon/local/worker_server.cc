@@ -45,7 +45,7 @@ absl::StatusOr<std::shared_ptr<WorkerServerImpl>> WorkerServerImpl::Create(
   impl->joined_.assign(impl->options_.local_size, false);
   impl->posted_names_.resize(impl->options_.local_size);
   {
-    std::lock_guard<std::mutex> lock(impl->mu_);
+    MutexLock lock(&impl->mu_);
     impl->hello_seen_.assign(impl->options_.local_size, false);
     impl->finished_slot_.assign(impl->options_.local_size, false);
   }
@@ -66,7 +66,7 @@ void WorkerServerImpl::Watch(int fd) {
 
 void WorkerServerImpl::Post(std::function<void()> task) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (stopping_) return;
     tasks_.push_back(std::move(task));
   }
@@ -76,9 +76,10 @@ void WorkerServerImpl::Post(std::function<void()> task) {
 }
 
 absl::StatusOr<LocalGroup> WorkerServerImpl::WaitForWorkers(absl::Duration timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout),
-               [this] { return group_ready_ || stopping_ || !failure_.ok(); });
+  const absl::Time deadline = absl::Now() + timeout;
+  MutexLock lock(&mu_);
+  while (!group_ready_ && !stopping_ && failure_.ok() && !cv_.WaitWithDeadline(&mu_, deadline)) {
+  }
   if (group_ready_) return group_;
   if (!failure_.ok()) return failure_;
   if (stopping_) return absl::CancelledError("worker server stopped");
@@ -111,14 +112,15 @@ void WorkerServerImpl::Serve(NodeTensorSink sink, FailureSink on_failure,
 }
 
 absl::Status WorkerServerImpl::LockedFailure() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return failure_;
 }
 
 absl::Status WorkerServerImpl::WaitForShutdown(absl::Duration timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout),
-               [this] { return finished_ == options_.local_size || stopping_; });
+  const absl::Time deadline = absl::Now() + timeout;
+  MutexLock lock(&mu_);
+  while (finished_ != options_.local_size && !stopping_ && !cv_.WaitWithDeadline(&mu_, deadline)) {
+  }
   if (finished_ == options_.local_size) return failure_;
   if (stopping_) return absl::CancelledError("worker server stopped");
   std::vector<int> running;
@@ -132,14 +134,14 @@ absl::Status WorkerServerImpl::WaitForShutdown(absl::Duration timeout) {
 
 void WorkerServerImpl::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   uint64_t one = 1;
   ssize_t unused = ::write(wake_fd_.get(), &one, sizeof(one));
   (void)unused;
-  std::lock_guard<std::mutex> join_lock(join_mu_);
+  MutexLock join_lock(&join_mu_);
   if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
 }
 
@@ -147,7 +149,7 @@ void WorkerServerImpl::Loop() {
   epoll_event events[64];
   while (true) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (stopping_) break;
     }
     const int timeout_ms = static_cast<int>(std::clamp<int64_t>(
@@ -178,7 +180,7 @@ void WorkerServerImpl::Loop() {
 void WorkerServerImpl::RunTasks() {
   std::deque<std::function<void()>> tasks;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     tasks.swap(tasks_);
   }
   for (auto& t : tasks) t();
@@ -305,12 +307,12 @@ void WorkerServerImpl::SendHeartbeats() {
 
 void WorkerServerImpl::MarkFinished(int local_rank) {
   if (local_rank < 0) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!finished_slot_[local_rank]) {
     finished_slot_[local_rank] = true;
     ++finished_;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 }  // namespace internal

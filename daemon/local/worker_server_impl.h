@@ -5,13 +5,11 @@
 #ifndef GRAVAC_DAEMON_LOCAL_WORKER_SERVER_IMPL_H_
 #define GRAVAC_DAEMON_LOCAL_WORKER_SERVER_IMPL_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -19,10 +17,12 @@
 #include <unordered_set>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "core/ipc/framing.h"
 #include "core/ipc/peer_credentials.h"
 #include "core/ipc/segment.h"
 #include "core/ipc/unix_socket.h"
+#include "core/mutex.h"
 #include "daemon/local/local_reduce.h"
 #include "daemon/local/worker_server.h"
 #include "gravac/v1/worker.pb.h"
@@ -75,7 +75,7 @@ class WorkerServerImpl : public std::enable_shared_from_this<WorkerServerImpl> {
   explicit WorkerServerImpl(WorkerServerOptions options);
   void Watch(int fd);
   void Post(std::function<void()> task);
-  absl::Status LockedFailure();
+  absl::Status LockedFailure() ABSL_LOCKS_EXCLUDED(mu_);  // takes mu_ to read failure_
 
   // Server thread.
   void Loop();
@@ -121,22 +121,19 @@ class WorkerServerImpl : public std::enable_shared_from_this<WorkerServerImpl> {
   ino_t socket_inode_ = 0;
   ipc::PeerPolicy peer_policy_;  // who may connect (SO_PEERCRED)
   std::thread thread_;
-  std::mutex join_mu_;
+  Mutex join_mu_;  // serialises the join of thread_ in Stop
 
-  // std::mutex rather than absl::Mutex: Debian's prebuilt abseil is not visible to
-  // ThreadSanitizer.
-  std::mutex mu_;
-  std::condition_variable cv_;  // group_ready_, finished_, failure_, stopping_ changed
-  // Guarded by mu_.
-  bool stopping_ = false;
-  std::deque<std::function<void()>> tasks_;
-  bool group_ready_ = false;
-  bool group_known_ = false;
-  LocalGroup group_;
-  std::vector<bool> hello_seen_;
-  std::vector<bool> finished_slot_;
-  int finished_ = 0;
-  absl::Status failure_;
+  Mutex mu_;    // core/mutex.h says why not absl::Mutex
+  CondVar cv_;  // group_ready_, finished_, failure_, stopping_ changed
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
+  bool group_ready_ ABSL_GUARDED_BY(mu_) = false;
+  bool group_known_ ABSL_GUARDED_BY(mu_) = false;
+  LocalGroup group_ ABSL_GUARDED_BY(mu_);
+  std::vector<bool> hello_seen_ ABSL_GUARDED_BY(mu_);
+  std::vector<bool> finished_slot_ ABSL_GUARDED_BY(mu_);
+  int finished_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status failure_ ABSL_GUARDED_BY(mu_);
 
   // Server thread only.
   std::map<int, std::unique_ptr<Conn>> conns_;  // by fd

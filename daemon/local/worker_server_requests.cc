@@ -61,7 +61,7 @@ bool WorkerServerImpl::HandleHello(Conn& conn, const v1::Hello& hello) {
                         rank, local_rank, options_.local_size, hello.size()));
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (hello_seen_[local_rank]) {
       return refuse(absl::StrFormat("rank %d: local rank %d is already taken by another worker",
                                     rank, local_rank));
@@ -88,7 +88,7 @@ bool WorkerServerImpl::HandleHello(Conn& conn, const v1::Hello& hello) {
     for (bool b : hello_seen_) seen += b ? 1 : 0;
     if (seen == options_.local_size) group_ready_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   conn.local_rank = local_rank;
   conn.rank = rank;
   conn.pid = hello.pid();
@@ -462,11 +462,11 @@ void WorkerServerImpl::Refuse(Conn& conn, const absl::Status& why) {
 
 void WorkerServerImpl::FailNode(absl::Status status) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!failure_.ok()) return;
     failure_ = status;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (options_.log != nullptr) GRAVAC_LOG(*options_.log, kError, "%s", status.message());
   std::map<std::string, Pending> pending = std::move(pending_);
   pending_.clear();
@@ -517,7 +517,7 @@ void WorkerServerImpl::CheckStalls() {
   const absl::Time now = absl::Now();
   std::vector<bool> finished;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!failure_.ok()) return;  // the pending tensors have failed already
     finished = finished_slot_;
   }
