@@ -74,8 +74,8 @@ class CondVar {
       return false;
     }
     std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
-    bool timed_out = cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout)) ==
-                     std::cv_status::timeout;
+    bool timed_out =
+        cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout)) == std::cv_status::timeout;
     lock.release();
     return timed_out;
   }
