@@ -6,15 +6,17 @@
 #include <mutex>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_format.h"
 #include "client/src/client.h"
 #include "client/src/device_staging.h"
+#include "core/mutex.h"
 #include "gravac/gravac.h"
 
 struct gravac_context {
   std::unique_ptr<gravac::client::Client> client;
-  std::mutex error_mu;
-  std::string last_error;
+  gravac::Mutex error_mu;
+  std::string last_error ABSL_GUARDED_BY(error_mu);
   std::once_flag staging_said;  // the host staging of CUDA tensors is said once
 };
 
@@ -61,7 +63,7 @@ gravac_status FromStatus(const absl::Status& s) {
 gravac_status Fail(const gravac_context* ctx, const absl::Status& s) {
   if (ctx != nullptr) {
     auto* mut = const_cast<gravac_context*>(ctx);
-    std::lock_guard<std::mutex> lock(mut->error_mu);
+    gravac::MutexLock lock(&mut->error_mu);
     mut->last_error = std::string(s.message());
   }
   return FromStatus(s);
@@ -149,11 +151,10 @@ absl::StatusOr<uint64_t> Prepare(const gravac_context* ctx, const char* name, co
   return elements * gravac_dtype_size(dtype);
 }
 
-// A completed device request: copies the result to the caller's device buffer once (the
-// request's lock is held). A failed copy becomes the request's error.
-void FinishDevice(gravac_request* req) {
+// A completed device request (s: its state, locked): copies the result to the caller's device
+// buffer once. A failed copy becomes the request's error.
+void FinishDevice(gravac_request* req, RequestState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
   if (req->device == nullptr) return;
-  RequestState& s = *req->state;
   if (s.status.ok()) {
     absl::Status copied = req->device->End();
     if (!copied.ok()) s.status = copied;
@@ -283,7 +284,7 @@ gravac_status gravac_allgather_result(gravac_request* req, int64_t* first_dim_to
                                       size_t out_bytes) {
   if (req == nullptr) return GRAVAC_ERR_INVALID;
   RequestState& s = *req->state;
-  std::lock_guard<std::mutex> lock(s.mu);
+  gravac::MutexLock lock(&s.mu);
   if (!s.done) return GRAVAC_ERR_PENDING;
   if (!s.status.ok()) return FromStatus(s.status);
   if (s.kind != v1::ALLGATHER || !s.gathered.has_value()) return GRAVAC_ERR_INVALID;
@@ -300,7 +301,7 @@ gravac_status gravac_allgather_result(gravac_request* req, int64_t* first_dim_to
 gravac_status gravac_allgather_result_bytes(const gravac_request* req, size_t* bytes) {
   if (req == nullptr || bytes == nullptr) return GRAVAC_ERR_INVALID;
   RequestState& s = *req->state;
-  std::lock_guard<std::mutex> lock(s.mu);
+  gravac::MutexLock lock(&s.mu);
   if (!s.done) return GRAVAC_ERR_PENDING;
   if (!s.status.ok()) return FromStatus(s.status);
   if (s.kind != v1::ALLGATHER) return GRAVAC_ERR_INVALID;
@@ -330,24 +331,25 @@ gravac_status gravac_broadcast_async(gravac_context* ctx, const char* name, void
 gravac_status gravac_wait(gravac_request* req) {
   if (req == nullptr) return GRAVAC_ERR_INVALID;
   RequestState& s = *req->state;
-  std::unique_lock<std::mutex> lock(s.mu);
-  s.cv.wait(lock, [&] { return s.done; });
-  FinishDevice(req);
+  gravac::MutexLock lock(&s.mu);
+  while (!s.done) s.cv.Wait(&s.mu);
+  FinishDevice(req, s);
   return FromStatus(s.status);
 }
 
 gravac_status gravac_poll(gravac_request* req, int* done) {
   if (req == nullptr || done == nullptr) return GRAVAC_ERR_INVALID;
-  std::lock_guard<std::mutex> lock(req->state->mu);
-  *done = req->state->done ? 1 : 0;
-  if (*done) FinishDevice(req);
+  RequestState& s = *req->state;
+  gravac::MutexLock lock(&s.mu);
+  *done = s.done ? 1 : 0;
+  if (*done) FinishDevice(req, s);
   return GRAVAC_OK;
 }
 
 gravac_status gravac_result_info_get(const gravac_request* req, gravac_result_info* info) {
   if (req == nullptr || info == nullptr) return GRAVAC_ERR_INVALID;
   RequestState& s = *req->state;
-  std::lock_guard<std::mutex> lock(s.mu);
+  gravac::MutexLock lock(&s.mu);
   if (!s.done) return GRAVAC_ERR_PENDING;
   if (!s.status.ok()) return FromStatus(s.status);
   info->theta = s.theta;
@@ -361,7 +363,7 @@ gravac_status gravac_result_info_get(const gravac_request* req, gravac_result_in
 const char* gravac_request_error(const gravac_request* req) {
   if (req == nullptr) return "request is NULL";
   RequestState& s = *req->state;
-  std::lock_guard<std::mutex> lock(s.mu);
+  gravac::MutexLock lock(&s.mu);
   if (!s.done) return "";
   if (s.status.ok()) return "";
   s.error_text = std::string(s.status.message());
@@ -371,7 +373,7 @@ const char* gravac_request_error(const gravac_request* req) {
 void gravac_request_free(gravac_request* req) {
   if (req == nullptr) return;
   {
-    std::lock_guard<std::mutex> lock(req->state->mu);
+    gravac::MutexLock lock(&req->state->mu);
     req->state->abandoned = true;
   }
   delete req;
@@ -424,7 +426,11 @@ gravac_status gravac_timeline(gravac_context* ctx, const char* path) {
 
 const char* gravac_last_error(const gravac_context* ctx) {
   if (ctx == nullptr) return "context is NULL";
-  return ctx->last_error.c_str();
+  // Read under the lock (a failure on another thread rewrites it); the text stays valid until
+  // the next failure on ctx, as gravac.h says.
+  auto* mut = const_cast<gravac_context*>(ctx);
+  gravac::MutexLock lock(&mut->error_mu);
+  return mut->last_error.c_str();
 }
 
 gravac_status gravac_shutdown(gravac_context* ctx) {

@@ -53,6 +53,12 @@ absl::StatusOr<ClientConfig> ConfigFromEnvironment(const EnvLookup& env) {
   return c;
 }
 
+absl::Status RequestState::Wait() {
+  MutexLock lock(&mu);
+  while (!done) cv.Wait(&mu);
+  return status;
+}
+
 Client::Client(ClientConfig config) : config_(std::move(config)) {}
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientConfig& config) {
@@ -137,7 +143,7 @@ Client::~Client() {
 
 absl::Status Client::SendLocked(const v1::WorkerMessage& msg, absl::Span<const int> fds) {
   std::string bytes = msg.SerializeAsString();
-  std::lock_guard<std::mutex> lock(send_mu_);
+  MutexLock lock(&send_mu_);
   return ipc::SendFrame(sock_.get(), bytes, fds, absl::Seconds(30));
 }
 
@@ -164,7 +170,7 @@ void Client::FreeBlockLocked(const RequestState& state) {
 }
 
 int Client::staging_segments() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return arena_->segment_count();
 }
 
@@ -178,7 +184,7 @@ absl::StatusOr<std::shared_ptr<RequestState>> Client::Submit(v1::Request request
   const bool in_place = request.kind() == v1::ALLGATHER || out == in;
   uint64_t id;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!dead_.ok()) return dead_;
     state->borrowed =
         config_.zero_copy && in_place && bytes > 0 && shared_->Borrow(in, bytes, &state->block);
@@ -197,7 +203,7 @@ absl::StatusOr<std::shared_ptr<RequestState>> Client::Submit(v1::Request request
   *msg.mutable_request() = std::move(request);
   absl::Status sent = SendLocked(msg);
   if (!sent.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (pending_.erase(id) > 0) FreeBlockLocked(*state);
     return sent;
   }
@@ -207,7 +213,7 @@ absl::StatusOr<std::shared_ptr<RequestState>> Client::Submit(v1::Request request
 absl::Status Client::Barrier() {
   v1::Request r;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     r.set_name(absl::StrFormat("gravac.barrier.%d", barrier_count_++));
   }
   r.set_kind(v1::ALLREDUCE);
@@ -216,9 +222,7 @@ absl::Status Client::Barrier() {
   r.set_step(-1);
   float one = 1.0f, out = 0.0f;
   ASSIGN_OR_RETURN(auto state, Submit(std::move(r), &one, &out, sizeof(one), 0));
-  std::unique_lock<std::mutex> lock(state->mu);
-  state->cv.wait(lock, [&] { return state->done; });
-  return state->status;
+  return state->Wait();
 }
 
 absl::StatusOr<int> Client::Join() {
@@ -230,9 +234,7 @@ absl::StatusOr<int> Client::Join() {
   const int32_t me = config_.rank;
   int32_t last = -1;
   ASSIGN_OR_RETURN(auto state, Submit(std::move(r), &me, &last, sizeof(me), 0));
-  std::unique_lock<std::mutex> lock(state->mu);
-  state->cv.wait(lock, [&] { return state->done; });
-  RETURN_IF_ERROR(state->status);
+  RETURN_IF_ERROR(state->Wait());
   return last;
 }
 
@@ -243,9 +245,7 @@ absl::Status Client::Timeline(const std::string& path) {
   r.set_step(-1);
   uint8_t none = 0;
   ASSIGN_OR_RETURN(auto state, Submit(std::move(r), &none, &none, 0, 0));
-  std::unique_lock<std::mutex> lock(state->mu);
-  state->cv.wait(lock, [&] { return state->done; });
-  return state->status;
+  return state->Wait();
 }
 
 void Client::ReaderLoop() {
@@ -270,9 +270,9 @@ void Client::ReaderLoop() {
                                              config_.rank, msg.error().message())));
         return;
       } else if (msg.has_shutdown_ack()) {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         shutdown_acked_ = true;
-        cv_.notify_all();
+        cv_.SignalAll();
       }
       continue;
     }
@@ -308,7 +308,7 @@ void Client::ReaderLoop() {
 void Client::OnResponse(v1::Response& response, std::vector<ipc::UniqueFd> fds) {
   std::shared_ptr<RequestState> state;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = pending_.find(response.id());
     if (it == pending_.end()) return;
     state = std::move(it->second);
@@ -331,7 +331,7 @@ void Client::OnResponse(v1::Response& response, std::vector<ipc::UniqueFd> fds) 
     }
   }
   {
-    std::lock_guard<std::mutex> lock(state->mu);
+    MutexLock lock(&state->mu);
     if (status.ok() && state->kind != v1::ALLGATHER && !state->abandoned && !state->borrowed &&
         state->block.bytes > 0 && state->out != nullptr) {
       std::memcpy(state->out, state->block.data, state->block.bytes);
@@ -346,28 +346,28 @@ void Client::OnResponse(v1::Response& response, std::vector<ipc::UniqueFd> fds) 
     state->done = true;
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     FreeBlockLocked(*state);
   }
-  state->cv.notify_all();
+  state->cv.SignalAll();
 }
 
 void Client::FailAll(const absl::Status& status) {
   std::map<uint64_t, std::shared_ptr<RequestState>> pending;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (dead_.ok()) dead_ = status;
     pending.swap(pending_);
-    cv_.notify_all();
+    cv_.SignalAll();
   }
   for (auto& [id, state] : pending) {
     if (state->borrowed) shared_->Return(state->block.data);  // staging blocks die with the client
     {
-      std::lock_guard<std::mutex> lock(state->mu);
+      MutexLock lock(&state->mu);
       state->status = status;
       state->done = true;
     }
-    state->cv.notify_all();
+    state->cv.SignalAll();
   }
 }
 
@@ -377,15 +377,17 @@ absl::Status Client::Shutdown() {
   absl::Status result;
   bool alive;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     alive = dead_.ok();
   }
   if (alive) {
     result = SendLocked(msg);
     if (result.ok()) {
-      std::unique_lock<std::mutex> lock(mu_);
-      if (!cv_.wait_for(lock, std::chrono::seconds(5),
-                        [&] { return shutdown_acked_ || !dead_.ok(); })) {
+      const absl::Time deadline = absl::Now() + absl::Seconds(5);
+      MutexLock lock(&mu_);
+      while (!shutdown_acked_ && dead_.ok() && !cv_.WaitWithDeadline(&mu_, deadline)) {
+      }
+      if (!shutdown_acked_ && dead_.ok()) {
         result = absl::DeadlineExceededError("the daemon did not acknowledge shutdown in 5 s");
       } else if (!shutdown_acked_) {
         result = dead_;

@@ -15,16 +15,15 @@
 #ifndef GRAVAC_CLIENT_SRC_CLIENT_H_
 #define GRAVAC_CLIENT_SRC_CLIENT_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "client/src/shared_buffers.h"
@@ -32,6 +31,7 @@
 #include "core/ipc/framing.h"
 #include "core/ipc/segment.h"
 #include "core/ipc/unique_fd.h"
+#include "core/mutex.h"
 #include "core/settings.h"
 #include "gravac/v1/worker.pb.h"
 
@@ -53,25 +53,28 @@ struct ClientConfig {
 absl::StatusOr<ClientConfig> ConfigFromEnvironment(const EnvLookup& env);
 
 struct RequestState {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  bool abandoned = false;  // the caller freed the request: never touch `out` again
-  absl::Status status;
-  std::string error_text;  // gravac_request_error's copy of status.message()
-  double theta = 1.0;
-  std::string collective;
-  int64_t decision_epoch = 0;
-  // Set at submit.
+  // Blocks until done; the status.
+  absl::Status Wait() ABSL_LOCKS_EXCLUDED(mu);
+
+  Mutex mu;
+  CondVar cv;  // done changed
+  bool done ABSL_GUARDED_BY(mu) = false;
+  bool abandoned ABSL_GUARDED_BY(mu) = false;  // the caller freed it: never touch `out` again
+  absl::Status status ABSL_GUARDED_BY(mu);
+  std::string error_text ABSL_GUARDED_BY(mu);  // gravac_request_error's copy of status.message()
+  double theta ABSL_GUARDED_BY(mu) = 1.0;
+  std::string collective ABSL_GUARDED_BY(mu);
+  int64_t decision_epoch ABSL_GUARDED_BY(mu) = 0;
+  // allgather results.
+  std::vector<int64_t> first_dims ABSL_GUARDED_BY(mu);
+  std::optional<ipc::ShmSegment> gathered ABSL_GUARDED_BY(mu);
+  uint64_t result_bytes ABSL_GUARDED_BY(mu) = 0;
+  // Set at submit, before the state is shared.
   v1::CollectiveKind kind = v1::ALLREDUCE;
   void* out = nullptr;
   StagingBlock block;
   bool borrowed = false;   // `block` lies in a shared buffer (SharedBuffers::Borrow): no copies
   uint64_t row_bytes = 0;  // allgather: bytes per unit of the first dimension
-  // allgather results.
-  std::vector<int64_t> first_dims;
-  std::optional<ipc::ShmSegment> gathered;
-  uint64_t result_bytes = 0;
 };
 
 class Client {
@@ -104,27 +107,30 @@ class Client {
  private:
   explicit Client(ClientConfig config);
   absl::Status Hello();
-  absl::Status SendLocked(const v1::WorkerMessage& msg, absl::Span<const int> fds = {});
+  // Sends one frame (takes send_mu_).
+  absl::Status SendLocked(const v1::WorkerMessage& msg, absl::Span<const int> fds = {})
+      ABSL_LOCKS_EXCLUDED(send_mu_);
   absl::Status RegisterSegment(uint64_t id, const ipc::ShmSegment& segment);
   void ReleaseSegment(uint64_t id);
   // Returns a finished request's block to the staging arena or its shared buffer.
-  void FreeBlockLocked(const RequestState& state);
+  void FreeBlockLocked(const RequestState& state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReaderLoop();
   void OnResponse(v1::Response& response, std::vector<ipc::UniqueFd> fds);
   void FailAll(const absl::Status& status);
 
   const ClientConfig config_;
   ipc::UniqueFd sock_;
-  std::mutex send_mu_;  // one frame at a time; taken after mu_ when both are needed
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<uint64_t, std::shared_ptr<RequestState>> pending_;
-  std::unique_ptr<StagingArena> arena_;
-  std::shared_ptr<SharedBuffers> shared_;
-  uint64_t next_id_ = 1;
-  uint64_t barrier_count_ = 0;
-  absl::Status dead_;  // set when the connection is gone
-  bool shutdown_acked_ = false;
+  Mutex mu_;  // core/mutex.h says why not absl::Mutex
+  // One frame at a time; taken after mu_ when both are needed (the arena registers a segment).
+  Mutex send_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  CondVar cv_;  // dead_, shutdown_acked_ changed
+  std::map<uint64_t, std::shared_ptr<RequestState>> pending_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<StagingArena> arena_ ABSL_PT_GUARDED_BY(mu_);  // set in Connect
+  std::shared_ptr<SharedBuffers> shared_;  // thread-safe itself; set in Connect
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t barrier_count_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status dead_ ABSL_GUARDED_BY(mu_);  // set when the connection is gone
+  bool shutdown_acked_ ABSL_GUARDED_BY(mu_) = false;
   // From the Welcome: how long the daemon may stay silent before it counts as hung (0: no
   // bound, an older daemon without heartbeats), its pid and heartbeat interval for the message.
   absl::Duration liveness_timeout_ = absl::ZeroDuration();
