@@ -15,16 +15,18 @@ SharedBuffers::SharedBuffers(uint64_t initial_bytes, StagingArena::RegisterFn on
       arena_(
           initial_bytes,
           [this](uint64_t id, const ipc::ShmSegment& segment) {
+            mu_.AssertHeld();  // the arena calls back from inside Allocate / Free
             if (closed_) return absl::FailedPreconditionError("the daemon connection is closed");
             return on_register_(id, segment);
           },
           [this](uint64_t id) {
+            mu_.AssertHeld();
             if (!closed_) on_release_(id);
           },
           kFirstSegmentId, "gravac-shared") {}
 
 absl::StatusOr<SharedBuffers::Buffer> SharedBuffers::Allocate(uint64_t bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (closed_) return absl::FailedPreconditionError("the daemon connection is closed");
   ASSIGN_OR_RETURN(StagingBlock block, arena_.Allocate(bytes));
   entries_.emplace(reinterpret_cast<uintptr_t>(block.data), Entry{block});
@@ -32,7 +34,7 @@ absl::StatusOr<SharedBuffers::Buffer> SharedBuffers::Allocate(uint64_t bytes) {
 }
 
 absl::Status SharedBuffers::Free(const void* data) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = entries_.find(reinterpret_cast<uintptr_t>(data));
   if (it == entries_.end() || it->second.freed) {
     return absl::InvalidArgumentError(
@@ -44,7 +46,7 @@ absl::Status SharedBuffers::Free(const void* data) {
 }
 
 bool SharedBuffers::Borrow(const void* data, uint64_t bytes, StagingBlock* block) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const uintptr_t address = reinterpret_cast<uintptr_t>(data);
   auto it = Find(address, bytes);
   if (it == entries_.end() || it->second.freed || closed_) return false;
@@ -56,26 +58,26 @@ bool SharedBuffers::Borrow(const void* data, uint64_t bytes, StagingBlock* block
 }
 
 void SharedBuffers::Return(const void* data) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = Find(reinterpret_cast<uintptr_t>(data), 0);
   if (it == entries_.end() || it->second.borrows == 0) return;
   if (--it->second.borrows == 0 && it->second.freed) Release(it);
 }
 
 void SharedBuffers::Close() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   closed_ = true;
 }
 
 int SharedBuffers::live_buffers() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   int n = 0;
   for (const auto& [address, entry] : entries_) n += entry.freed ? 0 : 1;
   return n;
 }
 
 int SharedBuffers::segment_count() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return arena_.segment_count();
 }
 

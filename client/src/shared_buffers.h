@@ -17,11 +17,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "client/src/staging.h"
 #include "core/ipc/segment.h"
+#include "core/mutex.h"
 
 namespace gravac::client {
 
@@ -60,15 +61,15 @@ class SharedBuffers {
   };
   using Entries = std::map<uintptr_t, Entry>;
   // The entry whose buffer holds [address, address + bytes), or end().
-  Entries::iterator Find(uintptr_t address, uint64_t bytes);
-  void Release(Entries::iterator it);
+  Entries::iterator Find(uintptr_t address, uint64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Release(Entries::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  mutable std::mutex mu_;
-  bool closed_ = false;
+  mutable Mutex mu_;  // core/mutex.h says why not absl::Mutex
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
   StagingArena::RegisterFn on_register_;
   StagingArena::ReleaseFn on_release_;
-  StagingArena arena_;
-  Entries entries_;  // by start address
+  StagingArena arena_ ABSL_GUARDED_BY(mu_);  // calls back into the two above with mu_ held
+  Entries entries_ ABSL_GUARDED_BY(mu_);     // by start address
 };
 
 }  // namespace gravac::client
