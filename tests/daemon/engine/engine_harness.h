@@ -11,14 +11,15 @@
 #include <functional>
 #include <future>
 #include <memory>
-#include <mutex>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "core/clock.h"
+#include "core/mutex.h"
 #include "core/testing/status_matchers.h"
 #include "daemon/collectives/communicator.h"
 #include "daemon/engine/engine.h"
@@ -32,33 +33,33 @@ class FakeDecisions : public DecisionSource {
  public:
   explicit FakeDecisions(JobDecision d) : d_(std::move(d)) {}
   JobDecision Newest() const override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return d_;
   }
   void Set(JobDecision d) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     d_ = std::move(d);
   }
 
  private:
-  mutable std::mutex mu_;
-  JobDecision d_;
+  mutable Mutex mu_;
+  JobDecision d_ ABSL_GUARDED_BY(mu_);
 };
 
 class FakeStats : public StatsSink {
  public:
   void Report(const NodeStepStats& s) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     reports_.push_back(s);
   }
   std::vector<NodeStepStats> reports() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return reports_;
   }
 
  private:
-  mutable std::mutex mu_;
-  std::vector<NodeStepStats> reports_;
+  mutable Mutex mu_;
+  std::vector<NodeStepStats> reports_ ABSL_GUARDED_BY(mu_);
 };
 
 inline JobDecision Decision(int64_t epoch, double theta, double theta_c) {

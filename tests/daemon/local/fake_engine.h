@@ -7,12 +7,13 @@
 #ifndef GRAVAC_TESTS_DAEMON_LOCAL_FAKE_ENGINE_H_
 #define GRAVAC_TESTS_DAEMON_LOCAL_FAKE_ENGINE_H_
 
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "core/mutex.h"
 #include "daemon/collectives/reduce.h"
 #include "daemon/engine/types.h"
 #include "daemon/local/worker_server.h"
@@ -28,7 +29,7 @@ class FakeEngine {
   }
   FailureSink OnFailure() {
     return [this](absl::Status s) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       failures_.push_back(std::move(s));
     };
   }
@@ -36,7 +37,7 @@ class FakeEngine {
   void Enqueue(NodeTensor t, DoneCallback done) {
     if (!t.local_status.ok()) {  // as the engine: fail it with the node's own message
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         local_failed_.push_back(t.spec.name);
       }
       TensorResult r;
@@ -45,7 +46,7 @@ class FakeEngine {
       return;
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       names_.push_back(t.spec.name);
       specs_.push_back(t.spec);
       if (hold_) {
@@ -57,14 +58,14 @@ class FakeEngine {
   }
 
   void set_hold(bool hold) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     hold_ = hold;
   }
   // Completes every held tensor (with `status` when not OK).
   void Release(absl::Status status = absl::OkStatus()) {
     std::vector<std::pair<NodeTensor, DoneCallback>> held;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       held.swap(held_);
     }
     for (auto& [t, done] : held) {
@@ -78,24 +79,24 @@ class FakeEngine {
     }
   }
   size_t held() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return held_.size();
   }
   // Tensors that arrived marked failed by the local side (local_status not OK).
   std::vector<std::string> local_failed() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return local_failed_;
   }
   std::vector<std::string> names() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return names_;
   }
   std::vector<TensorSpec> specs() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return specs_;
   }
   std::vector<absl::Status> failures() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return failures_;
   }
 
@@ -129,13 +130,13 @@ class FakeEngine {
 
  private:
   const int world_size_;
-  std::mutex mu_;
-  bool hold_ = false;
-  std::vector<std::pair<NodeTensor, DoneCallback>> held_;
-  std::vector<std::string> names_;
-  std::vector<std::string> local_failed_;
-  std::vector<TensorSpec> specs_;
-  std::vector<absl::Status> failures_;
+  Mutex mu_;
+  bool hold_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::pair<NodeTensor, DoneCallback>> held_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> names_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> local_failed_ ABSL_GUARDED_BY(mu_);
+  std::vector<TensorSpec> specs_ ABSL_GUARDED_BY(mu_);
+  std::vector<absl::Status> failures_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gravac::daemon::testing
