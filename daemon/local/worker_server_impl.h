@@ -96,6 +96,8 @@ class WorkerServerImpl : public std::enable_shared_from_this<WorkerServerImpl> {
   std::string JoinedAnswer(const TensorSpec& spec) const;
   void Complete(const std::string& name, Pending pending);
   void Deliver(Ready ready);
+  // Deliver when serving, else queued_ until Serve.
+  void DeliverOrQueue(Ready ready);
   void OnDone(uint64_t ticket, TensorResult result, int64_t done_ns);
   void Respond(int local_rank, uint64_t request_id, const std::string& name,
                const absl::Status& status);

@@ -278,11 +278,7 @@ void WorkerServerImpl::Complete(const std::string& name, Pending pending) {
     ready.tensor.posted_at_ns = pending.first_posted_ns;
     ready.tensor.local_status = std::move(status);
     ready.posts = std::move(pending.posts);
-    if (serving_) {
-      Deliver(std::move(ready));
-    } else {
-      queued_.push_back(std::move(ready));
-    }
+    DeliverOrQueue(std::move(ready));
     return;
   }
   if (pending.join) {
@@ -305,11 +301,7 @@ void WorkerServerImpl::Complete(const std::string& name, Pending pending) {
       return JoinedRanksAnswer(spec, joined, never_posted);
     };
     ready.posts = std::move(pending.posts);
-    if (serving_) {
-      Deliver(std::move(ready));
-    } else {
-      queued_.push_back(std::move(ready));
-    }
+    DeliverOrQueue(std::move(ready));
     return;
   }
   uint64_t bytes = 0;
@@ -327,14 +319,19 @@ void WorkerServerImpl::Complete(const std::string& name, Pending pending) {
   }
   const int64_t reduced_ns = NowNs();
   ready.posts = std::move(pending.posts);
+  const bool handoff = serving_;  // tensors queued before Serve are not handoffs
+  DeliverOrQueue(std::move(ready));
+  if (handoff && options_.metrics != nullptr) {
+    const int64_t end_ns = NowNs();
+    options_.metrics->AddPhase(EnginePhase::kLocalReduce, (reduced_ns - start_ns) * 1e-9);
+    options_.metrics->AddPhase(EnginePhase::kHandoff, (end_ns - reduced_ns) * 1e-9);
+    options_.metrics->ObserveHandoff(HandoffDirection::kIn, (end_ns - start_ns) * 1e-9);
+  }
+}
+
+void WorkerServerImpl::DeliverOrQueue(Ready ready) {
   if (serving_) {
     Deliver(std::move(ready));
-    if (options_.metrics != nullptr) {  // tensors queued before Serve are not handoffs
-      const int64_t end_ns = NowNs();
-      options_.metrics->AddPhase(EnginePhase::kLocalReduce, (reduced_ns - start_ns) * 1e-9);
-      options_.metrics->AddPhase(EnginePhase::kHandoff, (end_ns - reduced_ns) * 1e-9);
-      options_.metrics->ObserveHandoff(HandoffDirection::kIn, (end_ns - start_ns) * 1e-9);
-    }
   } else {
     queued_.push_back(std::move(ready));
   }
