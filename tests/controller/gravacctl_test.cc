@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "controller/ctl/status_format.h"
@@ -55,6 +56,69 @@ std::string ReadFile(const std::string& path) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+// A gravac-controller process listening on a free port of 127.0.0.1; its stderr in log_file.
+struct ControllerProcess {
+  pid_t pid = -1;
+  std::string address;
+  std::string log_file;
+};
+
+// Starts the controller binary in `dir` (--listen 127.0.0.1:0 --port_file, then `args`) and waits
+// up to 10 s for the port it chose.
+absl::StatusOr<ControllerProcess> StartController(const std::string& dir,
+                                                  const std::vector<std::string>& args) {
+  const std::string port_file = dir + "/port";
+  ControllerProcess c;
+  c.log_file = dir + "/controller.log";
+  unlink(port_file.c_str());
+  std::vector<std::string> argv = {CONTROLLER_PATH, "--listen", "127.0.0.1:0", "--port_file",
+                                   port_file};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<char*> raw;
+  for (std::string& a : argv) raw.push_back(a.data());
+  raw.push_back(nullptr);
+  c.pid = fork();
+  if (c.pid < 0) return absl::InternalError("fork failed");
+  if (c.pid == 0) {
+    const int fd = open(c.log_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 2);
+    execv(CONTROLLER_PATH, raw.data());
+    _exit(127);
+  }
+  int port = 0;
+  for (int i = 0; i < 2000 && port == 0; ++i) {
+    std::ifstream in(port_file);
+    if (!(in >> port)) port = 0;
+    if (port == 0) absl::SleepFor(absl::Milliseconds(5));
+  }
+  if (port == 0) {
+    kill(c.pid, SIGKILL);
+    waitpid(c.pid, nullptr, 0);
+    return absl::DeadlineExceededError("the controller wrote no port file: " +
+                                       ReadFile(c.log_file));
+  }
+  c.address = absl::StrFormat("127.0.0.1:%d", port);
+  return c;
+}
+
+// Sends SIGTERM and waits up to 10 s; the wait status. DeadlineExceeded (after a SIGKILL) when it
+// did not stop.
+absl::StatusOr<int> StopController(const ControllerProcess& c) {
+  if (kill(c.pid, SIGTERM) != 0) return absl::InternalError("kill(SIGTERM) failed");
+  int status = 0;
+  pid_t done = 0;
+  for (int i = 0; i < 1000 && done == 0; ++i) {
+    done = waitpid(c.pid, &status, WNOHANG);
+    if (done == 0) absl::SleepFor(absl::Milliseconds(10));
+  }
+  if (done == 0) {
+    kill(c.pid, SIGKILL);
+    waitpid(c.pid, &status, 0);
+    return absl::DeadlineExceededError("gravac-controller did not stop within 10 s of SIGTERM");
+  }
+  return status;
 }
 
 TEST(Gravacctl, FormatsAKnownStatus) {
@@ -134,9 +198,6 @@ TEST(Gravacctl, FailsClearlyWithoutAController) {
 TEST(Gravacctl, StatusOfARunningController) {
   const std::string dir = ::testing::TempDir() + absl::StrFormat("/gravacctl_test_%d", getpid());
   ASSERT_EQ(RunCommand("mkdir -p " + dir).exit_code, 0);
-  const std::string port_file = dir + "/port";
-  const std::string log_file = dir + "/controller.log";
-  unlink(port_file.c_str());
   const std::string tls_dir = dir + "/tls";
   ASSERT_EQ(RunCommand("rm -rf " + tls_dir + " && mkdir -m 0700 " + tls_dir).exit_code, 0);
   ASSERT_OK_AND_ASSIGN(runner::JobCredentialFiles tls,
@@ -144,26 +205,15 @@ TEST(Gravacctl, StatusOfARunningController) {
   const std::string ctl_tls = " --tls_ca " + tls.ca + " --tls_cert " + tls.client_cert +
                               " --tls_key " + tls.client_key;
 
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    const int fd = open(log_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(fd, 2);
-    execl(CONTROLLER_PATH, CONTROLLER_PATH, "--listen", "127.0.0.1:0", "--port_file",
-          port_file.c_str(), "--nodes", "1", "--window", "2", "--eval_steps", "4", "--theta_max",
-          "40", "--epsilon", "0.5", "--alpha", "0", "--decision_delay", "0:20", "--metrics_address",
-          "off", "--sparse_values", "bf16", "--tls_cert", tls.controller_cert.c_str(), "--tls_key",
-          tls.controller_key.c_str(), "--tls_ca", tls.ca.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  int port = 0;
-  for (int i = 0; i < 2000 && port == 0; ++i) {
-    std::ifstream in(port_file);
-    if (!(in >> port)) port = 0;
-    if (port == 0) absl::SleepFor(absl::Milliseconds(5));
-  }
-  ASSERT_GT(port, 0) << ReadFile(log_file);
-  const std::string address = absl::StrFormat("127.0.0.1:%d", port);
+  ASSERT_OK_AND_ASSIGN(
+      ControllerProcess controller,
+      StartController(dir, {"--nodes", "1", "--window", "2", "--eval_steps", "4", "--theta_max",
+                            "40", "--epsilon", "0.5", "--alpha", "0", "--decision_delay", "0:20",
+                            "--metrics_address", "off", "--sparse_values", "bf16", "--tls_cert",
+                            tls.controller_cert, "--tls_key", tls.controller_key, "--tls_ca",
+                            tls.ca}));
+  const std::string& address = controller.address;
+  const std::string& log_file = controller.log_file;
 
   daemon::ControllerClientOptions o;
   o.address = address;
@@ -218,18 +268,7 @@ TEST(Gravacctl, StatusOfARunningController) {
   EXPECT_THAT(ReadFile(log_file), HasSubstr("over mutual TLS"));
 
   client->Shutdown();
-  ASSERT_EQ(kill(pid, SIGTERM), 0);
-  int status = 0;
-  pid_t done = 0;
-  for (int i = 0; i < 1000 && done == 0; ++i) {
-    done = waitpid(pid, &status, WNOHANG);
-    if (done == 0) absl::SleepFor(absl::Milliseconds(10));
-  }
-  if (done == 0) {
-    kill(pid, SIGKILL);
-    waitpid(pid, &status, 0);
-    FAIL() << "gravac-controller did not stop within 10 s of SIGTERM";
-  }
+  ASSERT_OK_AND_ASSIGN(int status, StopController(controller));
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << ReadFile(log_file);
   const std::string log = ReadFile(log_file);
   EXPECT_THAT(log,
@@ -248,28 +287,13 @@ TEST(Gravacctl, StatusOfARunningController) {
 TEST(Gravacctl, OneControllerServesSeveralJobs) {
   const std::string dir = ::testing::TempDir() + absl::StrFormat("/gravacctl_jobs_%d", getpid());
   ASSERT_EQ(RunCommand("mkdir -p " + dir).exit_code, 0);
-  const std::string port_file = dir + "/port";
-  const std::string log_file = dir + "/controller.log";
-  unlink(port_file.c_str());
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    const int fd = open(log_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(fd, 2);
-    execl(CONTROLLER_PATH, CONTROLLER_PATH, "--listen", "127.0.0.1:0", "--port_file",
-          port_file.c_str(), "--nodes", "1", "--window", "2", "--eval_steps", "4", "--theta_max",
-          "40", "--epsilon", "0.5", "--alpha", "0", "--min_dwell", "0", "--metrics_address", "off",
-          "--insecure_plaintext", static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  int port = 0;
-  for (int i = 0; i < 2000 && port == 0; ++i) {
-    std::ifstream in(port_file);
-    if (!(in >> port)) port = 0;
-    if (port == 0) absl::SleepFor(absl::Milliseconds(5));
-  }
-  ASSERT_GT(port, 0) << ReadFile(log_file);
-  const std::string address = absl::StrFormat("127.0.0.1:%d", port);
+  ASSERT_OK_AND_ASSIGN(
+      ControllerProcess controller,
+      StartController(dir, {"--nodes", "1", "--window", "2", "--eval_steps", "4", "--theta_max",
+                            "40", "--epsilon", "0.5", "--alpha", "0", "--min_dwell", "0",
+                            "--metrics_address", "off", "--insecure_plaintext"}));
+  const std::string& address = controller.address;
+  const std::string& log_file = controller.log_file;
   const std::string ctl =
       std::string(GRAVACCTL_PATH) + " --controller " + address + " --insecure_plaintext ";
 
@@ -346,9 +370,7 @@ TEST(Gravacctl, OneControllerServesSeveralJobs) {
 
   b->Shutdown();
   rerun->Shutdown();
-  ASSERT_EQ(kill(pid, SIGTERM), 0);
-  int status = 0;
-  waitpid(pid, &status, 0);
+  ASSERT_OK_AND_ASSIGN(int status, StopController(controller));
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << ReadFile(log_file);
   EXPECT_THAT(ReadFile(log_file), HasSubstr("job 'alpha' run 'r1' ended"));
   RunCommand("rm -rf " + dir);
