@@ -57,6 +57,16 @@ absl::StatusOr<netemu::Process> RunWrapper(const RemoteCommand& command, int* st
   return p;
 }
 
+// Runs the wrapper of `command` to its end (bounded, 20 s), its stdin held open meanwhile.
+absl::StatusOr<netemu::CommandResult> RunWrapperToEnd(const RemoteCommand& command) {
+  int writer = -1;
+  absl::StatusOr<netemu::Process> p = RunWrapper(command, &writer);
+  if (!p.ok()) return p.status();
+  absl::StatusOr<netemu::CommandResult> r = p->Collect(absl::Seconds(20));
+  close(writer);
+  return r;
+}
+
 RemoteCommand Command(std::string host, std::vector<std::string> argv) {
   RemoteCommand c;
   c.host = std::move(host);
@@ -128,21 +138,15 @@ TEST(SshLaunchTest, HostPortBracketsIpv6) {
 TEST(SshLaunchTest, WrapperPassesExitCodeAndVariables) {
   RemoteCommand c = Command("h1", {"sh", "-c", "echo \"$A|$B\"; echo to-stderr >&2; exit 3"});
   c.env = {{"A", "x y"}, {"B", "it's $HOME"}};
-  int writer = -1;
-  ASSERT_OK_AND_ASSIGN(netemu::Process p, RunWrapper(c, &writer));
-  ASSERT_OK_AND_ASSIGN(netemu::CommandResult r, p.Collect(absl::Seconds(20)));
-  close(writer);
+  ASSERT_OK_AND_ASSIGN(netemu::CommandResult r, RunWrapperToEnd(c));
   EXPECT_EQ(r.status.exit_code, 3) << r.err;
   EXPECT_EQ(r.out, "x y|it's $HOME\n");
   EXPECT_EQ(r.err, "to-stderr\n");
 }
 
 TEST(SshLaunchTest, WrapperNamesTheHostOfAMissingProgram) {
-  int writer = -1;
-  ASSERT_OK_AND_ASSIGN(netemu::Process p,
-                       RunWrapper(Command("h1", {"/nonexistent/gravacd", "--x"}), &writer));
-  ASSERT_OK_AND_ASSIGN(netemu::CommandResult r, p.Collect(absl::Seconds(20)));
-  close(writer);
+  ASSERT_OK_AND_ASSIGN(netemu::CommandResult r,
+                       RunWrapperToEnd(Command("h1", {"/nonexistent/gravacd", "--x"})));
   EXPECT_EQ(r.status.exit_code, 127);
   EXPECT_THAT(r.err, HasSubstr("gravacrun: host h1: /nonexistent/gravacd: command not found"));
 }
@@ -155,10 +159,7 @@ TEST(SshLaunchTest, WrapperReportsReadyFilesAndRemovesItsFolder) {
   c.dir = dir;
   c.remove_dir = true;
   c.ready_files = {dir + "/port"};
-  int writer = -1;
-  ASSERT_OK_AND_ASSIGN(netemu::Process p, RunWrapper(c, &writer));
-  ASSERT_OK_AND_ASSIGN(netemu::CommandResult r, p.Collect(absl::Seconds(20)));
-  close(writer);
+  ASSERT_OK_AND_ASSIGN(netemu::CommandResult r, RunWrapperToEnd(c));
   EXPECT_EQ(r.status.exit_code, 0) << r.err;
   EXPECT_EQ(r.err, "@gravacrun-ready 4321\n");
   EXPECT_FALSE(std::filesystem::exists(dir));
