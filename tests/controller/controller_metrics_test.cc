@@ -21,6 +21,7 @@
 #include "core/testing/step_stats.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/controller/coordinator_fixture.h"
 
 namespace gravac::controller {
 namespace {
@@ -72,28 +73,14 @@ class FakeSubscriber : public DecisionSubscriber {
   std::optional<absl::Status> end;
 };
 
-JoinRequestInfo Node(int i, int nodes) {
-  JoinRequestInfo r;
-  r.node_name = "n" + std::to_string(i);
-  r.first_rank = 2 * i;
-  r.local_count = 2;
-  r.world_size = 2 * nodes;
-  r.transport_address = "addr";
-  return r;
-}
+constexpr int kRanksPerNode = 2;
 
-// Warm-up 2 steps, 4 steps per candidate, θ in [10, 40] (as in coordinator_test), no dwell.
+JoinRequestInfo Node(int i, int nodes) { return testing::NodeJoin(i, nodes, kRanksPerNode); }
+
+// The small search of coordinator_fixture.h (as in coordinator_test), ω 0.01.
 CoordinatorOptions Options(int nodes, CoordinatorObserver* observer) {
-  CoordinatorOptions o;
-  o.nodes = nodes;
-  o.policy.theta_min = 10;
-  o.policy.theta_max = 40;
-  o.policy.window = 2;
-  o.policy.eval_steps = 4;
-  o.policy.alpha = 0.0;
-  o.policy.epsilon = 0.5;
+  CoordinatorOptions o = testing::SmallSearch(nodes);
   o.policy.omega = 0.01;
-  o.policy.min_dwell = 0;  // the per-step choice of the paper: candidates are used at once
   o.join_timeout = absl::Seconds(10);
   o.observer = observer;
   return o;
@@ -121,19 +108,9 @@ class ControllerMetricsTest : public ::testing::Test {
     return c.ok() ? std::move(c).value() : nullptr;
   }
 
-  void Assemble(Coordinator& c, int nodes) {
-    for (int i = 0; i < nodes; ++i) {
-      c.Join(Node(i, nodes), [](absl::StatusOr<JoinReply> r) { ASSERT_THAT(r, IsOk()); });
-    }
-    ASSERT_TRUE(c.assembled());
-  }
-
-  // Steps [from, to) from every node, following the decision in force like a daemon.
+  void Assemble(Coordinator& c, int nodes) { testing::Assemble(c, nodes, kRanksPerNode); }
   void Feed(Coordinator& c, int nodes, int64_t from, int64_t to) {
-    for (int64_t step = from; step < to; ++step) {
-      const JobDecision d = c.Current();
-      for (int n = 0; n < nodes; ++n) ASSERT_THAT(c.ReportStats(Stats(n, step, d)), IsOk());
-    }
+    testing::Feed(c, nodes, from, to);
   }
 
   std::string Text() { return SerializeMetrics(endpoint_->registry()); }

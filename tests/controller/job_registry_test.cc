@@ -9,6 +9,7 @@
 #include "core/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/controller/coordinator_fixture.h"
 
 namespace gravac::controller {
 namespace {
@@ -17,57 +18,14 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::SizeIs;
 
+using testing::Assemble;
+using testing::Feed;
+
 JobRegistryOptions Options() {
   JobRegistryOptions o;
-  o.coordinator.nodes = 2;
-  o.coordinator.policy.theta_min = 10;
-  o.coordinator.policy.theta_max = 40;
-  o.coordinator.policy.window = 2;
-  o.coordinator.policy.eval_steps = 4;
-  o.coordinator.policy.alpha = 0.0;
-  o.coordinator.policy.epsilon = 0.5;
-  o.coordinator.policy.min_dwell = 0;
+  o.coordinator = testing::SmallSearch(/*nodes=*/2);
   o.retention = absl::Seconds(30);
   return o;
-}
-
-JoinRequestInfo Node(int i, int nodes) {
-  JoinRequestInfo r;
-  r.node_name = "n" + std::to_string(i);
-  r.first_rank = i;
-  r.local_count = 1;
-  r.world_size = nodes;
-  r.transport_address = "addr";
-  return r;
-}
-
-void Assemble(Coordinator& c, int nodes) {
-  for (int i = 0; i < nodes; ++i) {
-    c.Join(Node(i, nodes), [](absl::StatusOr<JoinReply> r) { ASSERT_THAT(r, IsOk()); });
-  }
-  ASSERT_TRUE(c.assembled());
-}
-
-// `steps` steps from every node following the decision in force, with norms that make the
-// policy compress (gain 0.9 at θ_min, 0.8 at θ_c).
-void Feed(Coordinator& c, int nodes, int64_t from, int64_t to) {
-  for (int64_t step = from; step < to; ++step) {
-    const JobDecision d = c.Current();
-    for (int n = 0; n < nodes; ++n) {
-      NodeStepStats s;
-      s.node_rank = n;
-      s.step = step;
-      s.theta_used = d.theta;
-      s.theta_candidate = d.theta_candidate;
-      s.n_g = 1.0;
-      s.n_min = 0.9;
-      s.n_c = 0.8;
-      s.step_seconds = 0.1;
-      s.samples = 8;
-      s.decision_epoch = d.epoch;
-      ASSERT_THAT(c.ReportStats(s), IsOk());
-    }
-  }
 }
 
 TEST(JobRegistryTest, EveryJobHasItsOwnCoordinatorAndDecisions) {
