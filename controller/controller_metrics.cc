@@ -1,7 +1,9 @@
 // ControllerMetrics: the controller's metric families and their updates per Coordinator event.
 #include "controller/controller_metrics.h"
 
+#include <functional>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "controller/policy/gravac_policy.h"
@@ -30,6 +32,9 @@ prometheus::Family<prometheus::Counter>& NewCounter(prometheus::Registry& r,
   return BuildCounter().Name(name).Help(help).Register(r);
 }
 
+constexpr policy::Phase kPhases[] = {policy::Phase::kWarmup, policy::Phase::kSearching,
+                                     policy::Phase::kDone};
+
 std::string ThetaLabel(double theta) { return absl::StrFormat("%g", theta); }
 
 using Labels = std::map<std::string, std::string>;
@@ -39,73 +44,71 @@ Labels With(Labels base, const std::string& key, const std::string& value) {
   return base;
 }
 
+// The series one job adds to the controller's families. Each is removed from its family when
+// the JobSeries goes, so adding a job's series and removing it have one owner.
+class JobSeries {
+ public:
+  explicit JobSeries(const Labels& job) : job_(job) {}
+  ~JobSeries() {
+    for (auto& remove : removers_) remove();
+  }
+  JobSeries(const JobSeries&) = delete;
+  JobSeries& operator=(const JobSeries&) = delete;
+
+  // Adds the series of `family` with the job's labels and `extra` (it exists from now on, at 0);
+  // `args` go to Family::Add (a histogram's buckets).
+  template <typename T, typename... Args>
+  T& Add(prometheus::Family<T>& family, const Labels& extra = {}, Args&&... args) {
+    T& series = family.Add(With(extra), std::forward<Args>(args)...);
+    removers_.push_back([&family, &series] { family.Remove(&series); });
+    return series;
+  }
+  // The series Add added to `family` with `extra` (a gauge or counter).
+  template <typename T>
+  T& Of(prometheus::Family<T>& family, const Labels& extra = {}) const {
+    return family.Add(With(extra));
+  }
+
+ private:
+  Labels With(const Labels& extra) const {
+    Labels labels = job_;
+    labels.insert(extra.begin(), extra.end());
+    return labels;
+  }
+
+  const Labels& job_;
+  std::vector<std::function<void()>> removers_;
+};
+
 }  // namespace
 
 // One job's series; removed from their families when the job is forgotten.
 class JobMetrics final : public CoordinatorObserver {
  public:
   JobMetrics(ControllerMetrics& m, const JobId& id)
-      : m_(m),
-        labels_{{"job_name", id.name}, {"run_id", id.run_id}},
-        expected_nodes_(m.expected_nodes_.Add(labels_)),
-        joined_nodes_(m.joined_nodes_.Add(labels_)),
-        connected_nodes_(m.connected_nodes_.Add(labels_)),
-        world_size_(m.world_size_.Add(labels_)),
-        theta_(m.theta_.Add(labels_)),
-        theta_candidate_(m.theta_candidate_.Add(labels_)),
-        decision_epoch_(m.decision_epoch_.Add(labels_)),
-        decisions_(m.decisions_.Add(labels_)),
-        last_decision_time_(m.last_decision_time_.Add(labels_)),
-        phase_warmup_(m.phase_.Add(With(labels_, "phase", "warmup"))),
-        phase_searching_(m.phase_.Add(With(labels_, "phase", "searching"))),
-        phase_done_(m.phase_.Add(With(labels_, "phase", "done"))),
-        gain_min_(m.gain_.Add(With(labels_, "level", "min"))),
-        gain_candidate_(m.gain_.Add(With(labels_, "level", "candidate"))),
-        epsilon_(m.epsilon_.Add(labels_)),
-        omega_(m.omega_.Add(labels_)),
-        theta_min_(m.theta_min_.Add(labels_)),
-        theta_max_(m.theta_max_.Add(labels_)),
-        throughput_(m.throughput_.Add(labels_)),
-        job_steps_(m.job_steps_.Add(labels_)),
-        job_step_duration_(
-            m.job_step_duration_.Add(labels_, ExponentialBuckets(0.001, 2, 16))),
-        job_sent_bytes_(m.job_sent_bytes_.Add(labels_)),
-        job_dense_bytes_(m.job_dense_bytes_.Add(labels_)) {
+      : m_(m), labels_{{"job_name", id.name}, {"run_id", id.run_id}} {
+    // Every series exists from the start, at 0.
+    for (auto* gauges : {&m.expected_nodes_, &m.joined_nodes_, &m.connected_nodes_, &m.world_size_,
+                         &m.theta_, &m.theta_candidate_, &m.decision_epoch_, &m.last_decision_time_,
+                         &m.epsilon_, &m.omega_, &m.theta_min_, &m.theta_max_, &m.throughput_}) {
+      series_.Add(*gauges);
+    }
+    for (auto* counters : {&m.decisions_, &m.job_steps_, &m.job_sent_bytes_, &m.job_dense_bytes_}) {
+      series_.Add(*counters);
+    }
+    for (policy::Phase phase : kPhases) {
+      series_.Add(m.phase_, {{"phase", std::string(policy::PhaseName(phase))}});
+    }
+    for (std::string level : {"min", "candidate"}) series_.Add(m.gain_, {{"level", level}});
     for (const EnumName<StatsRejection>& entry : kStatsRejections) {
-      const StatsRejection reason = entry.value;
-      rejected_.push_back(
-          &m.rejected_.Add(With(labels_, "reason", std::string(StatsRejectionName(reason)))));
+      series_.Add(m.rejected_, {{"reason", std::string(StatsRejectionName(entry.value))}});
     }
   }
 
-  ~JobMetrics() override {
+  ~JobMetrics() override {  // series_ removes the fixed series after this
     absl::MutexLock lock(&mu_);
     if (info_series_ != nullptr) m_.info_.Remove(info_series_);
     for (auto& [theta, gauge] : ct_series_) m_.compression_throughput_.Remove(gauge);
-    m_.expected_nodes_.Remove(&expected_nodes_);
-    m_.joined_nodes_.Remove(&joined_nodes_);
-    m_.connected_nodes_.Remove(&connected_nodes_);
-    m_.world_size_.Remove(&world_size_);
-    m_.theta_.Remove(&theta_);
-    m_.theta_candidate_.Remove(&theta_candidate_);
-    m_.decision_epoch_.Remove(&decision_epoch_);
-    m_.decisions_.Remove(&decisions_);
-    m_.last_decision_time_.Remove(&last_decision_time_);
-    for (prometheus::Gauge* g : {&phase_warmup_, &phase_searching_, &phase_done_}) {
-      m_.phase_.Remove(g);
-    }
-    m_.gain_.Remove(&gain_min_);
-    m_.gain_.Remove(&gain_candidate_);
-    m_.epsilon_.Remove(&epsilon_);
-    m_.omega_.Remove(&omega_);
-    m_.theta_min_.Remove(&theta_min_);
-    m_.theta_max_.Remove(&theta_max_);
-    m_.throughput_.Remove(&throughput_);
-    m_.job_steps_.Remove(&job_steps_);
-    m_.job_step_duration_.Remove(&job_step_duration_);
-    m_.job_sent_bytes_.Remove(&job_sent_bytes_);
-    m_.job_dense_bytes_.Remove(&job_dense_bytes_);
-    for (prometheus::Counter* c : rejected_) m_.rejected_.Remove(c);
   }
 
   void OnCreated(int expected_nodes, const JobConfig& job, const policy::PolicyConfig& policy,
@@ -120,43 +123,44 @@ class JobMetrics final : public CoordinatorObserver {
     if (info_series_ != nullptr && info_series_ != &info) m_.info_.Remove(info_series_);
     info_series_ = &info;
     info.Set(1);
-    expected_nodes_.Set(expected_nodes);
-    joined_nodes_.Set(0);
-    connected_nodes_.Set(0);
-    world_size_.Set(0);
-    epsilon_.Set(policy.epsilon);
-    omega_.Set(policy.omega);
-    theta_min_.Set(policy.theta_min);
-    theta_max_.Set(policy.theta_max);
-    throughput_.Set(0);
+    series_.Of(m_.expected_nodes_).Set(expected_nodes);
+    series_.Of(m_.joined_nodes_).Set(0);
+    series_.Of(m_.connected_nodes_).Set(0);
+    series_.Of(m_.world_size_).Set(0);
+    series_.Of(m_.epsilon_).Set(policy.epsilon);
+    series_.Of(m_.omega_).Set(policy.omega);
+    series_.Of(m_.theta_min_).Set(policy.theta_min);
+    series_.Of(m_.theta_max_).Set(policy.theta_max);
+    series_.Of(m_.throughput_).Set(0);
     for (auto& [theta, gauge] : ct_series_) m_.compression_throughput_.Remove(gauge);
     ct_series_.clear();
     SetDecisionGauges(initial);
   }
 
   void OnMembership(int joined_nodes, int world_size) override {
-    joined_nodes_.Set(joined_nodes);
-    world_size_.Set(world_size);
+    series_.Of(m_.joined_nodes_).Set(joined_nodes);
+    series_.Of(m_.world_size_).Set(world_size);
   }
 
-  void OnConnectedNodes(int nodes) override { connected_nodes_.Set(nodes); }
+  void OnConnectedNodes(int nodes) override { series_.Of(m_.connected_nodes_).Set(nodes); }
 
   void OnDecision(const JobDecision& decision, bool published, absl::Time when) override {
     SetDecisionGauges(decision);
     if (!published) return;
-    decisions_.Increment();
-    last_decision_time_.Set(absl::ToDoubleSeconds(when - absl::UnixEpoch()));
+    series_.Of(m_.decisions_).Increment();
+    series_.Of(m_.last_decision_time_).Set(absl::ToDoubleSeconds(when - absl::UnixEpoch()));
   }
 
   void OnStepCombined(int64_t bytes_sent, int64_t bytes_dense) override {
-    if (bytes_sent > 0) job_sent_bytes_.Increment(static_cast<double>(bytes_sent));
-    if (bytes_dense > 0) job_dense_bytes_.Increment(static_cast<double>(bytes_dense));
+    if (bytes_sent > 0) series_.Of(m_.job_sent_bytes_).Increment(static_cast<double>(bytes_sent));
+    if (bytes_dense > 0)
+      series_.Of(m_.job_dense_bytes_).Increment(static_cast<double>(bytes_dense));
   }
 
   void OnStepObserved(const ObservedStep& step) override {
-    job_steps_.Increment();
+    series_.Of(m_.job_steps_).Increment();
     job_step_duration_.Observe(step.step_seconds);
-    throughput_.Set(step.throughput);
+    series_.Of(m_.throughput_).Set(step.throughput);
     if (step.throughput_table == nullptr) return;
     absl::MutexLock lock(&mu_);
     for (auto it = ct_series_.begin(); it != ct_series_.end();) {
@@ -180,48 +184,28 @@ class JobMetrics final : public CoordinatorObserver {
 
   void OnStatsRejected(StatsRejection reason, int64_t count) override {
     if (count <= 0) return;
-    m_.rejected_.Add(With(labels_, "reason", std::string(StatsRejectionName(reason))))
+    series_.Of(m_.rejected_, {{"reason", std::string(StatsRejectionName(reason))}})
         .Increment(static_cast<double>(count));
   }
 
  private:
   void SetDecisionGauges(const JobDecision& decision) {
-    theta_.Set(decision.theta);
-    theta_candidate_.Set(decision.theta_candidate);
-    decision_epoch_.Set(static_cast<double>(decision.epoch));
-    phase_warmup_.Set(decision.phase == policy::PhaseName(policy::Phase::kWarmup) ? 1 : 0);
-    phase_searching_.Set(decision.phase == policy::PhaseName(policy::Phase::kSearching) ? 1 : 0);
-    phase_done_.Set(decision.phase == policy::PhaseName(policy::Phase::kDone) ? 1 : 0);
-    gain_min_.Set(decision.gain_min);
-    gain_candidate_.Set(decision.gain_c);
+    series_.Of(m_.theta_).Set(decision.theta);
+    series_.Of(m_.theta_candidate_).Set(decision.theta_candidate);
+    series_.Of(m_.decision_epoch_).Set(static_cast<double>(decision.epoch));
+    for (policy::Phase phase : kPhases) {
+      const std::string name(policy::PhaseName(phase));
+      series_.Of(m_.phase_, {{"phase", name}}).Set(decision.phase == name ? 1 : 0);
+    }
+    series_.Of(m_.gain_, {{"level", "min"}}).Set(decision.gain_min);
+    series_.Of(m_.gain_, {{"level", "candidate"}}).Set(decision.gain_c);
   }
 
   ControllerMetrics& m_;
   const Labels labels_;
-  prometheus::Gauge& expected_nodes_;
-  prometheus::Gauge& joined_nodes_;
-  prometheus::Gauge& connected_nodes_;
-  prometheus::Gauge& world_size_;
-  prometheus::Gauge& theta_;
-  prometheus::Gauge& theta_candidate_;
-  prometheus::Gauge& decision_epoch_;
-  prometheus::Counter& decisions_;
-  prometheus::Gauge& last_decision_time_;
-  prometheus::Gauge& phase_warmup_;
-  prometheus::Gauge& phase_searching_;
-  prometheus::Gauge& phase_done_;
-  prometheus::Gauge& gain_min_;
-  prometheus::Gauge& gain_candidate_;
-  prometheus::Gauge& epsilon_;
-  prometheus::Gauge& omega_;
-  prometheus::Gauge& theta_min_;
-  prometheus::Gauge& theta_max_;
-  prometheus::Gauge& throughput_;
-  prometheus::Counter& job_steps_;
-  prometheus::Histogram& job_step_duration_;
-  prometheus::Counter& job_sent_bytes_;
-  prometheus::Counter& job_dense_bytes_;
-  std::vector<prometheus::Counter*> rejected_;
+  JobSeries series_{labels_};
+  prometheus::Histogram& job_step_duration_ =
+      series_.Add(m_.job_step_duration_, {}, ExponentialBuckets(0.001, 2, 16));
 
   absl::Mutex mu_;
   prometheus::Gauge* info_series_ ABSL_GUARDED_BY(mu_) = nullptr;
