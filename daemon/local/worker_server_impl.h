@@ -101,6 +101,8 @@ class WorkerServerImpl : public std::enable_shared_from_this<WorkerServerImpl> {
   void OnDone(uint64_t ticket, TensorResult result, int64_t done_ns);
   void Respond(int local_rank, uint64_t request_id, const std::string& name,
                const absl::Status& status);
+  // A Response carrying only `status` (Respond's, and a TIMELINE request's answer).
+  void SendStatus(Conn& conn, uint64_t request_id, const absl::Status& status);
   void Send(Conn& conn, const v1::DaemonMessage& msg, absl::Span<const int> fds = {});
   void Drop(Conn& conn, const absl::Status& why);
   // Tells the worker why (an Error message) and drops it.

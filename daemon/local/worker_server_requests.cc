@@ -109,12 +109,16 @@ void WorkerServerImpl::Respond(int local_rank, uint64_t request_id, const std::s
   Conn* conn = ByLocalRank(local_rank);
   if (conn == nullptr) return;
   conn->in_flight.erase(name);
+  SendStatus(*conn, request_id, status);
+}
+
+void WorkerServerImpl::SendStatus(Conn& conn, uint64_t request_id, const absl::Status& status) {
   v1::DaemonMessage msg;
   v1::Response* r = msg.mutable_response();
   r->set_id(request_id);
   r->set_code(static_cast<int>(status.code()));
   r->set_message(std::string(status.message()));
-  Send(*conn, msg);
+  Send(conn, msg);
 }
 
 void WorkerServerImpl::HandleRequest(Conn& conn, const v1::Request& request) {
@@ -193,12 +197,7 @@ void WorkerServerImpl::AnswerTimeline(int local_rank, uint64_t request_id,
   }
   Conn* conn = ByLocalRank(local_rank);
   if (conn == nullptr) return;
-  v1::DaemonMessage msg;
-  v1::Response* r = msg.mutable_response();
-  r->set_id(request_id);
-  r->set_code(static_cast<int>(status.code()));
-  r->set_message(std::string(status.message()));
-  Send(*conn, msg);
+  SendStatus(*conn, request_id, status);
 }
 
 bool WorkerServerImpl::LocallyComplete(const Pending& p) const {
