@@ -23,6 +23,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "core/testing/http_get.h"
+#include "core/testing/read_file.h"
 #include "core/testing/status_matchers.h"
 #include "daemon/control/controller_client.h"
 #include "gmock/gmock.h"
@@ -35,12 +36,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using ::gravac::testing::ReadFile;
 
 // A port number written to `path` (tmp + rename by the controller), 0 until it is there.
 int ReadPort(const std::string& path) {

@@ -19,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "controller/ctl/status_format.h"
+#include "core/testing/read_file.h"
 #include "core/testing/status_matchers.h"
 #include "daemon/control/controller_client.h"
 #include "gmock/gmock.h"
@@ -51,12 +52,7 @@ CommandResult RunCommand(const std::string& command) {
   return r;
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using ::gravac::testing::ReadFile;
 
 // A gravac-controller process listening on a free port of 127.0.0.1; its stderr in log_file.
 struct ControllerProcess {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/testing/http_get.h"
+#include "core/testing/read_file.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/daemon/metrics_text.h"
@@ -34,12 +35,7 @@ namespace {
 using ::testing::HasSubstr;
 using testing::SeriesValue;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using ::gravac::testing::ReadFile;
 
 class GravacdProcess {
  public:
