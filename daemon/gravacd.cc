@@ -1,191 +1,18 @@
 #include "daemon/gravacd.h"
 
-#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <memory>
-#include <vector>
+#include <utility>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/str_format.h"
 #include "core/absl_compat.h"
 #include "core/status.h"
-#include "core/tls_settings.h"
-#include "daemon/collectives/communicator.h"
-#include "daemon/control/controller_client.h"
 #include "daemon/daemon_metrics.h"
-#include "daemon/engine/engine.h"
+#include "daemon/job_service.h"
+#include "daemon/job_session.h"
 #include "daemon/local/worker_server.h"
-#include "daemon/transport/transport_registry.h"
 
 namespace gravac::daemon {
-namespace {
-
-constexpr absl::Duration kSlice = absl::Milliseconds(200);
-constexpr absl::Duration kStopTimeout = absl::Seconds(2);  // shutdown steps after a signal
-
-constexpr SettingSpec kSettings[] = {
-    {"controller", "GRAVAC_CONTROLLER", "", "host:port of gravac-controller (required)"},
-    {"job_name", "GRAVAC_JOB_NAME", "default", "name of the job this daemon serves"},
-    {"run_id", "GRAVAC_RUN_ID", "",
-     "run id of the job (a rerun of a name needs a new one; gravacrun generates it)"},
-    {"socket", "GRAVAC_DAEMON_SOCKET", "", "Unix socket path for the local workers (required)"},
-    {"socket_group", "GRAVAC_SOCKET_GROUP", "", "group allowed on the socket (mode 0660)"},
-    {"local_size", "GRAVAC_LOCAL_SIZE", "1", "workers on this node", SettingType::kInt},
-    {"node_name", "GRAVAC_NODE_NAME", "", "this node's name (default: the host name)"},
-    {"node_rank", "GRAVAC_NODE_RANK", "-1",
-     "this node's rank; -1 = first_rank / local_size (equal nodes)", SettingType::kInt},
-    {"nodes", "GRAVAC_NODES", "0",
-     "nodes in the job; 0 = world_size / local_size (given alone: checked against that)",
-     SettingType::kInt},
-    {"transport", "GRAVAC_TRANSPORT", "ucx", "data-plane transport backend"},
-    {"ucx_tls", "GRAVAC_UCX_TLS", "", "UCX_TLS for the data plane (e.g. tcp)"},
-    {"ucx_net_devices", "GRAVAC_UCX_NET_DEVICES", "", "UCX_NET_DEVICES (e.g. eth0)"},
-    {"data_port_range", "GRAVAC_DATA_PORT_RANGE", "",
-     "LO-HI: the data plane listens only on these TCP ports (for a NetworkPolicy); empty = any"},
-    {"fusion_threshold_bytes", "GRAVAC_FUSION_THRESHOLD", "67108864", "tensor fusion buffer size",
-     SettingType::kInt},
-    {"cycle_time_ms", "GRAVAC_CYCLE_TIME_MS", "1", "negotiation cycle time", SettingType::kDouble},
-    {"stall_warning_s", "GRAVAC_STALL_WARNING_S", "60", "warn about tensors waiting this long",
-     SettingType::kDouble},
-    {"op_timeout_s", "GRAVAC_OP_TIMEOUT_S", "30",
-     "data-plane silence that fails a collective (at most --stall_timeout_s)",
-     SettingType::kDouble},
-    {"stall_timeout_s", "GRAVAC_STALL_TIMEOUT_S", "600",
-     "a tensor some local ranks posted and others did not for this long fails the job on every "
-     "rank, naming the tensor and the missing ranks; also bounds the data-plane silence "
-     "(--op_timeout_s) and how long a worker waits for a silent (hung, stopped) gravacd",
-     SettingType::kDouble},
-    {"check_finite", "GRAVAC_CHECK_FINITE", "false",
-     "refuse float allreduce inputs holding NaN or infinity (fails the tensor on every rank)",
-     SettingType::kBool},
-    {"step_log", "GRAVAC_STEP_LOG", "", "file with one line per executed group"},
-    {"timeline_filename", "GRAVAC_TIMELINE_FILENAME", "",
-     "Horovod's timeline: a Chrome trace of every tensor's phases from the start (node 0 "
-     "writes it; hvd.start_timeline starts one later)"},
-    {"worker_timeout_s", "GRAVAC_WORKER_TIMEOUT_S", "120", "limit for the local workers' hellos",
-     SettingType::kDouble},
-    {"join_timeout_s", "GRAVAC_JOIN_TIMEOUT_S", "120", "limit for all daemons to join",
-     SettingType::kDouble},
-    {"shutdown_timeout_s", "GRAVAC_SHUTDOWN_TIMEOUT_S", "60",
-     "limit for the nodes to agree the end of the job", SettingType::kDouble},
-    {"metrics_address", "GRAVAC_METRICS_ADDRESS", "0.0.0.0:9471",
-     "serve Prometheus /metrics on host:port (:port = all interfaces, port 0 = any free port); "
-     "off = not served"},
-    {"metrics_port_file", "", "", "write the bound metrics port to this file once serving"},
-    {"log_level", "GRAVAC_LOG_LEVEL", "info", "debug | info | warning | error"},
-};
-
-absl::StatusOr<absl::Duration> PositiveSeconds(const Settings& s, std::string_view name) {
-  ASSIGN_OR_RETURN(double v, s.GetDouble(name));
-  if (!(v > 0) || v > 1e9) {
-    return absl::InvalidArgumentError(absl::StrFormat("--%s must be > 0, got %g", name, v));
-  }
-  return absl::Seconds(v);
-}
-
-absl::Status Context(const absl::Status& s, std::string_view what) {
-  return absl::Status(s.code(), StrCat(what, ": ", s.message()));
-}
-
-}  // namespace
-
-std::vector<SettingSpec> GravacdSettings() {
-  std::vector<SettingSpec> table(std::begin(kSettings), std::end(kSettings));
-  // Before log_level, the table's last row.
-  table.insert(table.end() - 1, std::begin(kTlsSettings), std::end(kTlsSettings));
-  table.insert(table.end() - 1, std::begin(kTlsClientSettings), std::end(kTlsClientSettings));
-  return table;
-}
-
-absl::StatusOr<GravacdOptions> GravacdOptionsFromSettings(const Settings& s) {
-  GravacdOptions o;
-  ASSIGN_OR_RETURN(o.controller, s.GetString("controller"));
-  if (o.controller.empty()) {
-    return absl::InvalidArgumentError("--controller (GRAVAC_CONTROLLER) is required");
-  }
-  ASSIGN_OR_RETURN(o.job.name, s.GetString("job_name"));
-  ASSIGN_OR_RETURN(o.job.run_id, s.GetString("run_id"));
-  o.job = o.job.Normalized();
-  if (absl::Status bad = CheckJobId(o.job); !bad.ok()) {
-    return absl::InvalidArgumentError(StrCat("--job_name/--run_id: ", bad.message()));
-  }
-  ASSIGN_OR_RETURN(o.socket_path, s.GetString("socket"));
-  if (o.socket_path.empty()) {
-    return absl::InvalidArgumentError("--socket (GRAVAC_DAEMON_SOCKET) is required");
-  }
-  ASSIGN_OR_RETURN(o.socket_group, s.GetString("socket_group"));
-  ASSIGN_OR_RETURN(int64_t local_size, s.GetInt("local_size"));
-  if (local_size < 1 || local_size > 65536) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("--local_size must be 1..65536, got %d", local_size));
-  }
-  o.local_size = static_cast<int>(local_size);
-  ASSIGN_OR_RETURN(o.node_name, s.GetString("node_name"));
-  ASSIGN_OR_RETURN(int64_t node_rank, s.GetInt("node_rank"));
-  ASSIGN_OR_RETURN(int64_t nodes, s.GetInt("nodes"));
-  if (node_rank < -1 || node_rank >= 16384 || nodes < 0 || nodes > 16384) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "--node_rank (%d) must be -1..16383 and --nodes (%d) 0..16384", node_rank, nodes));
-  }
-  o.node_rank = static_cast<int>(node_rank);
-  o.nodes = static_cast<int>(nodes);
-  ASSIGN_OR_RETURN(o.transport, s.GetString("transport"));
-  // The engine's collectives reduce in host memory, so the data plane carries host buffers.
-  if (absl::Status carries = transport::CheckCarries(o.transport, transport::MemoryType::kHost,
-                                                     "gravacd's data plane (its collectives "
-                                                     "reduce in host memory)");
-      !carries.ok()) {
-    return absl::InvalidArgumentError(
-        StrCat("--transport (GRAVAC_TRANSPORT): ", carries.message()));
-  }
-  ASSIGN_OR_RETURN(o.ucx_tls, s.GetString("ucx_tls"));
-  ASSIGN_OR_RETURN(o.ucx_net_devices, s.GetString("ucx_net_devices"));
-  ASSIGN_OR_RETURN(std::string ports, s.GetString("data_port_range"));
-  absl::StatusOr<PortRange> range = ParsePortRange(ports);
-  if (!range.ok()) {
-    return absl::InvalidArgumentError(
-        StrCat("--data_port_range (GRAVAC_DATA_PORT_RANGE): ", range.status().message()));
-  }
-  o.data_ports = *range;
-  ASSIGN_OR_RETURN(int64_t fusion, s.GetInt("fusion_threshold_bytes"));
-  if (fusion < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("--fusion_threshold_bytes must be >= 0, got %d", fusion));
-  }
-  o.fusion_threshold_bytes = static_cast<size_t>(fusion);
-  ASSIGN_OR_RETURN(double cycle_ms, s.GetDouble("cycle_time_ms"));
-  if (!(cycle_ms >= 0) || cycle_ms > 60000) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("--cycle_time_ms must be 0..60000, got %g", cycle_ms));
-  }
-  o.cycle_time = absl::Microseconds(static_cast<int64_t>(cycle_ms * 1000));
-  ASSIGN_OR_RETURN(o.stall_warning, PositiveSeconds(s, "stall_warning_s"));
-  ASSIGN_OR_RETURN(o.op_timeout, PositiveSeconds(s, "op_timeout_s"));
-  ASSIGN_OR_RETURN(o.stall_timeout, PositiveSeconds(s, "stall_timeout_s"));
-  // Every wait is bounded by the stall bound: a peer daemon that stopped (SIGSTOP, hung) is
-  // data-plane silence, and must fail this node's ranks within it too.
-  o.op_timeout = std::min(o.op_timeout, o.stall_timeout);
-  ASSIGN_OR_RETURN(o.check_finite, s.GetBool("check_finite"));
-  ASSIGN_OR_RETURN(o.step_log, s.GetString("step_log"));
-  ASSIGN_OR_RETURN(o.timeline_filename, s.GetString("timeline_filename"));
-  ASSIGN_OR_RETURN(o.worker_timeout, PositiveSeconds(s, "worker_timeout_s"));
-  ASSIGN_OR_RETURN(o.join_timeout, PositiveSeconds(s, "join_timeout_s"));
-  ASSIGN_OR_RETURN(o.shutdown_timeout, PositiveSeconds(s, "shutdown_timeout_s"));
-  ASSIGN_OR_RETURN(o.metrics_address, s.GetString("metrics_address"));
-  const std::string address(absl::StripAsciiWhitespace(o.metrics_address));
-  if (!address.empty() && absl::AsciiStrToLower(address) != "off") {
-    std::string host;
-    int port = 0;
-    if (absl::Status bad = ParseMetricsAddress(address, &host, &port); !bad.ok()) {
-      return absl::InvalidArgumentError(
-          StrCat("--metrics_address (GRAVAC_METRICS_ADDRESS): ", bad.message()));
-    }
-  }
-  ASSIGN_OR_RETURN(o.metrics_port_file, s.GetString("metrics_port_file"));
-  ASSIGN_OR_RETURN(o.security, proto::GrpcSecurityFromSettings(s, proto::GrpcRole::kNodeClient));
-  return o;
-}
 
 absl::StatusOr<std::unique_ptr<MetricsEndpoint>> StartGravacdMetrics(const GravacdOptions& options,
                                                                      Logger* log) {
@@ -213,68 +40,44 @@ absl::StatusOr<std::unique_ptr<MetricsEndpoint>> StartGravacdMetrics(const Grava
   return endpoint;
 }
 
-absl::StatusOr<std::pair<int, int>> NodePlacement(int first_rank, int local_size, int world_size,
-                                                  int node_rank_flag, int nodes_flag) {
-  if (node_rank_flag >= 0) {
-    if (nodes_flag <= node_rank_flag) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "--node_rank (%d) needs --nodes above it (--nodes is %d)", node_rank_flag, nodes_flag));
-    }
-    return std::make_pair(node_rank_flag, nodes_flag);
-  }
-  if (local_size < 1 || first_rank % local_size != 0 || world_size % local_size != 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "cannot derive this node's rank: its workers are ranks [%d, %d) of %d, not a whole "
-        "share of equal nodes; pass --node_rank and --nodes",
-        first_rank, first_rank + local_size, world_size));
-  }
-  const int nodes = world_size / local_size;
-  // --nodes alone (a job-wide setting, e.g. a Kubernetes ConfigMap) checks the derived count.
-  if (nodes_flag > 0 && nodes_flag != nodes) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("--nodes is %d, but the workers make %d nodes: %d ranks, %d on this node",
-                        nodes_flag, nodes, world_size, local_size));
-  }
-  return std::make_pair(first_rank / local_size, nodes);
-}
-
-bool Gravacd::stop_requested() const {
-  absl::MutexLock lock(&mu_);
-  return stop_;
-}
-
 void Gravacd::RequestStop() {
   absl::MutexLock lock(&mu_);
   stop_ = true;
-  if (joining_ != nullptr) joining_->Shutdown();  // cancels the Join in progress
-}
-
-absl::Status Gravacd::WaitInSlices(absl::Duration limit,
-                                   const std::function<absl::Status(absl::Duration)>& wait) {
-  const absl::Time deadline = absl::Now() + limit;
-  while (true) {
-    if (stop_requested()) return absl::CancelledError("stop requested");
-    const absl::Duration left = deadline - absl::Now();
-    absl::Status s = wait(std::clamp(left, absl::ZeroDuration(), kSlice));
-    if (!absl::IsDeadlineExceeded(s) || left <= kSlice) return s;
-  }
+  if (session_ != nullptr) session_->RequestStop();
+  if (service_ != nullptr) service_->RequestStop();
 }
 
 absl::Status Gravacd::Run() {
-  // Declared so that the server (whose thread calls into the engine) goes first, then the engine
-  // (which reads the client and owns the communicator over the transport), client, transport.
   // The metrics go first: every component below reports to them until it is destroyed.
   std::unique_ptr<DaemonMetrics> metrics;
   if (metrics_ != nullptr) {
     ASSIGN_OR_RETURN(metrics,
-                     DaemonMetrics::Create(*metrics_, options_.node_name, options_.local_size));
+                     DaemonMetrics::Create(*metrics_, options_.node_name,
+                                           options_.serve_jobs ? options_.slots
+                                                               : options_.local_size));
   }
-  std::unique_ptr<transport::Transport> transport;
-  std::unique_ptr<ControllerClient> client;
-  std::unique_ptr<Engine> engine;
+  if (options_.serve_jobs) {
+    JobService service(options_, log_, metrics.get());
+    {
+      absl::MutexLock lock(&mu_);
+      if (stop_) return absl::OkStatus();
+      service_ = &service;
+    }
+    absl::Status served = service.Run();
+    absl::MutexLock lock(&mu_);
+    service_ = nullptr;
+    if (!served.ok()) {
+      return absl::Status(served.code(), StrCat("serving jobs on the worker socket ",
+                                                options_.socket_path, ": ", served.message()));
+    }
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<std::unique_ptr<WorkerServer>> started =
       WorkerServer::Start({.socket_path = options_.socket_path,
                            .socket_group = options_.socket_group,
+                           .job = options_.job,
+                           .node_name = options_.node_name,
                            .local_size = options_.local_size,
                            .stall_warning = options_.stall_warning,
                            .stall_timeout = options_.stall_timeout,
@@ -282,150 +85,22 @@ absl::Status Gravacd::Run() {
                            .log = log_,
                            .metrics = metrics.get()});
   if (!started.ok()) {
-    return Context(started.status(), StrCat("opening the worker socket ", options_.socket_path));
+    return absl::Status(started.status().code(),
+                        StrCat("opening the worker socket ", options_.socket_path, ": ",
+                               started.status().message()));
   }
-  std::unique_ptr<WorkerServer> server = *std::move(started);
   GRAVAC_LOG(*log_, kInfo, "waiting for %d local workers on %s", options_.local_size,
              options_.socket_path);
-
-  absl::StatusOr<LocalGroup> group;
-  absl::Status waited_workers = WaitInSlices(options_.worker_timeout, [&](absl::Duration d) {
-    group = server->WaitForWorkers(d);
-    return group.status();
-  });
-  if (stop_requested()) return absl::OkStatus();
-  if (!waited_workers.ok()) return Context(waited_workers, "waiting for the local workers");
-  const LocalGroup local = *group;
-
-  ASSIGN_OR_RETURN(auto placement,
-                   NodePlacement(local.first_rank, local.local_size, local.world_size,
-                                 options_.node_rank, options_.nodes));
-  const auto [node_rank, nodes] = placement;
-  transport::TransportOptions topts;
-  topts.rank = node_rank;
-  topts.world_size = nodes;
-  topts.op_timeout = options_.op_timeout;
-  if (!options_.ucx_tls.empty()) topts.params.emplace_back("UCX_TLS", options_.ucx_tls);
-  if (!options_.ucx_net_devices.empty()) {
-    topts.params.emplace_back("UCX_NET_DEVICES", options_.ucx_net_devices);
-  }
-  if (!options_.data_ports.any()) {
-    topts.params.emplace_back("UCX_TCP_PORT_RANGE", options_.data_ports.ToString());
-    if (absl::Status free = CheckFreePort(options_.data_ports); !free.ok()) {
-      return Context(free, StrCat("node '", options_.node_name, "': ", options_.job.ToString()));
-    }
-  }
-  absl::StatusOr<std::unique_ptr<transport::Transport>> made =
-      transport::MakeTransport(options_.transport, topts);
-  if (!made.ok()) {
-    return Context(made.status(),
-                   StrCat("node '", options_.node_name, "': ", options_.job.ToString(),
-                          ": making the '", options_.transport, "' transport (data ports ",
-                          options_.data_ports.ToString(), ")"));
-  }
-  transport = *std::move(made);
-
-  ControllerClientOptions copts;
-  copts.address = options_.controller;
-  copts.join_timeout = options_.join_timeout;
-  copts.log = log_;
-  copts.metrics = metrics.get();
-  copts.security = options_.security;
-  if (options_.security.plaintext) {
-    GRAVAC_LOG(*log_, kWarning,
-               "INSECURE: the link to controller %s is plain text without authentication "
-               "(--insecure_plaintext)",
-               options_.controller);
-  }
-  absl::StatusOr<std::unique_ptr<ControllerClient>> created =
-      ControllerClient::Create(std::move(copts));
-  if (!created.ok()) return Context(created.status(), "creating the controller client");
-  client = *std::move(created);
+  JobSession session(options_, *std::move(started), log_, metrics.get(), /*fail_workers=*/false);
   {
     absl::MutexLock lock(&mu_);
     if (stop_) return absl::OkStatus();
-    joining_ = client.get();
+    session_ = &session;
   }
-  absl::StatusOr<JoinResult> joined =
-      client->Join({.node_name = options_.node_name,
-                    .first_rank = local.first_rank,
-                    .local_count = local.local_size,
-                    .world_size = local.world_size,
-                    .transport_address = transport->LocalAddress(),
-                    .job = options_.job,
-                    .nodes = nodes});
-  {
-    absl::MutexLock lock(&mu_);
-    joining_ = nullptr;
-  }
-  if (stop_requested()) return absl::OkStatus();
-  if (!joined.ok()) {
-    return Context(joined.status(), StrCat("joining the controller at ", options_.controller));
-  }
-  if (joined->node_rank != node_rank || static_cast<int>(joined->layout.size()) != nodes ||
-      joined->transport_addresses.size() != joined->layout.size()) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "the controller made this node rank %d of %d nodes (%d addresses), but its transport was "
-        "made as rank %d of %d; pass --node_rank and --nodes",
-        joined->node_rank, joined->layout.size(), joined->transport_addresses.size(), node_rank,
-        nodes));
-  }
-  if (metrics != nullptr) metrics->SetJoined(node_rank, nodes);
-  GRAVAC_LOG(*log_, kInfo,
-             "%s: node %d of %d: ranks [%d, %d) of %d; %s transport; controller %s",
-             options_.job.ToString(), node_rank, nodes, local.first_rank,
-             local.first_rank + local.local_size, local.world_size, options_.transport,
-             options_.controller);
-
-  absl::StatusOr<std::unique_ptr<collectives::Communicator>> comm =
-      collectives::Communicator::Connect(*transport, joined->transport_addresses,
-                                         {.op_timeout = options_.op_timeout});
-  if (!comm.ok()) return Context(comm.status(), "connecting to the other daemons");
-  client->Start();
-  absl::StatusOr<std::unique_ptr<Engine>> engine_or =
-      Engine::Start({.node_rank = node_rank,
-                     .layout = joined->layout,
-                     .job = joined->job,
-                     .fusion_threshold_bytes = options_.fusion_threshold_bytes,
-                     .cycle_time = options_.cycle_time,
-                     .stall_warning = options_.stall_warning,
-                     .step_log_path = options_.step_log,
-                     .timeline_path = options_.timeline_filename,
-                     .log = log_,
-                     .metrics = metrics.get()},
-                    *std::move(comm), client.get(), client.get());
-  if (!engine_or.ok()) return Context(engine_or.status(), "starting the engine");
-  engine = *std::move(engine_or);
-  Engine* e = engine.get();
-  server->Serve([e](NodeTensor t, DoneCallback done) { e->Enqueue(std::move(t), std::move(done)); },
-                [e](absl::Status s) { e->FailLocal(std::move(s)); },
-                [e](const std::string& path) {
-                  if (path.empty()) {
-                    e->StopTimeline();
-                    return absl::OkStatus();
-                  }
-                  return e->StartTimeline(path);
-                });
-
-  absl::Status waited = WaitInSlices(absl::InfiniteDuration(),
-                                     [&](absl::Duration d) { return server->WaitForShutdown(d); });
-  const bool stopping = stop_requested();
-  if (!stopping && !waited.ok()) {
-    GRAVAC_LOG(*log_, kWarning, "waiting for the workers to shut down: %s", waited.ToString());
-  }
-  GRAVAC_LOG(*log_, kInfo, "%s; shutting down",
-             stopping ? "stop requested" : "all local workers shut down");
-  absl::Status shutdown = engine->Shutdown(stopping ? kStopTimeout : options_.shutdown_timeout);
-  client->Shutdown();
-  if (absl::StatusOr<bool> left = client->Leave(); !left.ok()) {
-    GRAVAC_LOG(*log_, kWarning, "%s: leaving: %s", options_.job.ToString(),
-               left.status().ToString());
-  } else if (*left) {
-    GRAVAC_LOG(*log_, kInfo, "%s ended (this was its last node)", options_.job.ToString());
-  }
-  server->Stop();
-  if (!shutdown.ok() && !stopping) return Context(shutdown, "shutting the engine down");
-  return absl::OkStatus();
+  absl::Status status = session.Run();
+  absl::MutexLock lock(&mu_);
+  session_ = nullptr;
+  return status;
 }
 
 }  // namespace gravac::daemon

@@ -586,7 +586,8 @@ class Job {
         std::vector<std::pair<std::string, std::string>> env = {
             {"GRAVAC_RANK", StrCat(rank)},        {"GRAVAC_SIZE", StrCat(options_.np)},
             {"GRAVAC_LOCAL_RANK", StrCat(local)}, {"GRAVAC_LOCAL_SIZE", StrCat(node.local_size)},
-            {"GRAVAC_NODE_RANK", StrCat(n)},      {"GRAVAC_DAEMON_SOCKET", socket}};
+            {"GRAVAC_NODE_RANK", StrCat(n)},      {"GRAVAC_NODES", StrCat(options_.nodes)},
+            {"GRAVAC_DAEMON_SOCKET", socket}};
         if (!controller.empty()) env.emplace_back("GRAVAC_CONTROLLER", controller);
         if (!options_.job.name.empty()) env.emplace_back("GRAVAC_JOB_NAME", options_.job.name);
         if (!options_.job.run_id.empty()) env.emplace_back("GRAVAC_RUN_ID", options_.job.run_id);

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -26,6 +27,11 @@ constexpr SettingSpec kClientSettings[] = {
      "how long to retry connecting to the daemon", SettingType::kDouble},
     {"staging_bytes", "GRAVAC_STAGING_BYTES", "16777216",
      "size of the first shared-memory staging segment", SettingType::kInt},
+    {"job_name", "GRAVAC_JOB_NAME", "", "the job this worker belongs to (sent to gravacd)",
+     SettingType::kString},
+    {"run_id", "GRAVAC_RUN_ID", "", "the job's run id (sent to gravacd)", SettingType::kString},
+    {"node_rank", "GRAVAC_NODE_RANK", "-1", "this worker's node within the job", SettingType::kInt},
+    {"nodes", "GRAVAC_NODES", "0", "nodes of the job (0 = unknown)", SettingType::kInt},
     {"zero_copy", "GRAVAC_ZERO_COPY", "true",
      "requests on shared buffers (gravac_buffer_alloc) skip the staging copies",
      SettingType::kBool},
@@ -44,6 +50,12 @@ absl::StatusOr<ClientConfig> ConfigFromEnvironment(const EnvLookup& env) {
   ASSIGN_OR_RETURN(double timeout_s, s.GetDouble("connect_timeout_s"));
   ASSIGN_OR_RETURN(int64_t staging, s.GetInt("staging_bytes"));
   ASSIGN_OR_RETURN(c.zero_copy, s.GetBool("zero_copy"));
+  ASSIGN_OR_RETURN(c.job_name, s.GetString("job_name"));
+  ASSIGN_OR_RETURN(c.run_id, s.GetString("run_id"));
+  ASSIGN_OR_RETURN(int64_t node_rank, s.GetInt("node_rank"));
+  ASSIGN_OR_RETURN(int64_t nodes, s.GetInt("nodes"));
+  c.node_rank = static_cast<int>(std::clamp<int64_t>(node_rank, -1, 1 << 20));
+  c.nodes = static_cast<int>(std::clamp<int64_t>(nodes, 0, 1 << 20));
   c.rank = static_cast<int>(rank);
   c.size = static_cast<int>(size);
   c.local_rank = static_cast<int>(local_rank);
@@ -96,6 +108,12 @@ absl::Status Client::Hello() {
   h->set_local_size(config_.local_size);
   h->set_pid(::getpid());
   h->set_abi_version(ipc::kShmAbiVersion);
+  h->set_job_name(config_.job_name);
+  h->set_run_id(config_.run_id);
+  if (config_.nodes > 0 && config_.node_rank >= 0) {
+    h->set_node_rank(config_.node_rank);
+    h->set_nodes(config_.nodes);
+  }
   RETURN_IF_ERROR(SendLocked(msg));
   const absl::Time deadline = absl::Now() + config_.connect_timeout;
   while (true) {

@@ -46,10 +46,17 @@ struct ClientConfig {
   absl::Duration connect_timeout = absl::Seconds(30);
   uint64_t staging_bytes = 16 << 20;
   bool zero_copy = true;  // requests use shared buffers in place (GRAVAC_ZERO_COPY)
+  // The job (GRAVAC_JOB_NAME, GRAVAC_RUN_ID) and node (GRAVAC_NODE_RANK of GRAVAC_NODES) the
+  // hello names; "" / nodes 0 = unknown (the daemon's own job; its placement is derived).
+  std::string job_name;
+  std::string run_id;
+  int node_rank = -1;
+  int nodes = 0;
 };
 
 // Reads GRAVAC_RANK, GRAVAC_SIZE, GRAVAC_LOCAL_RANK, GRAVAC_LOCAL_SIZE, GRAVAC_DAEMON_SOCKET,
-// GRAVAC_CONNECT_TIMEOUT_S, GRAVAC_STAGING_BYTES, GRAVAC_ZERO_COPY through the settings table.
+// GRAVAC_CONNECT_TIMEOUT_S, GRAVAC_STAGING_BYTES, GRAVAC_ZERO_COPY, GRAVAC_JOB_NAME,
+// GRAVAC_RUN_ID, GRAVAC_NODE_RANK, GRAVAC_NODES through the settings table.
 absl::StatusOr<ClientConfig> ConfigFromEnvironment(const EnvLookup& env);
 
 struct RequestState {

@@ -26,20 +26,22 @@ absl::StatusOr<std::shared_ptr<WorkerServerImpl>> WorkerServerImpl::Create(
         absl::StrFormat("local_size must be at least 1, got %d", options.local_size));
   }
   auto impl = std::shared_ptr<WorkerServerImpl>(new WorkerServerImpl(std::move(options)));
-  ASSIGN_OR_RETURN(impl->peer_policy_, ipc::PolicyForThisUser(impl->options_.socket_group));
-  ipc::ListenOptions listen;
-  listen.path = impl->options_.socket_path;
-  listen.group = impl->options_.socket_group;
-  listen.nonblocking = true;
-  ASSIGN_OR_RETURN(impl->listen_fd_, ipc::ListenUnix(listen));
-  struct stat st;
-  if (::stat(listen.path.c_str(), &st) == 0) impl->socket_inode_ = st.st_ino;
+  if (!impl->options_.socket_path.empty()) {
+    ASSIGN_OR_RETURN(impl->peer_policy_, ipc::PolicyForThisUser(impl->options_.socket_group));
+    ipc::ListenOptions listen;
+    listen.path = impl->options_.socket_path;
+    listen.group = impl->options_.socket_group;
+    listen.nonblocking = true;
+    ASSIGN_OR_RETURN(impl->listen_fd_, ipc::ListenUnix(listen));
+    struct stat st;
+    if (::stat(listen.path.c_str(), &st) == 0) impl->socket_inode_ = st.st_ino;
+  }
   impl->epoll_fd_.Reset(::epoll_create1(EPOLL_CLOEXEC));
   impl->wake_fd_.Reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!impl->epoll_fd_.valid() || !impl->wake_fd_.valid()) {
     return ErrnoStatus(absl::StatusCode::kInternal, errno, "epoll/eventfd");
   }
-  impl->Watch(impl->listen_fd_.get());
+  if (impl->listen_fd_.valid()) impl->Watch(impl->listen_fd_.get());
   impl->Watch(impl->wake_fd_.get());
   impl->slots_.assign(impl->options_.local_size, nullptr);
   impl->joined_.assign(impl->options_.local_size, false);
@@ -143,6 +145,33 @@ void WorkerServerImpl::Stop() {
   (void)unused;
   MutexLock join_lock(&join_mu_);
   if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+}
+
+void WorkerServerImpl::Adopt(ipc::UniqueFd fd, ipc::FrameReader reader, std::string hello) {
+  // The task owns the connection until the loop runs it; a dropped task closes it.
+  auto conn = std::make_shared<Conn>();
+  conn->fd = std::move(fd);
+  conn->reader = std::move(reader);
+  Post([this, conn, hello = std::move(hello)]() mutable {
+    v1::WorkerMessage msg;
+    const int fd = conn->fd.get();
+    if (fd < 0 || !msg.ParseFromString(hello) || !msg.has_hello()) return;
+    auto owned = std::make_unique<Conn>(std::move(*conn));
+    Conn& c = *owned;
+    Watch(fd);
+    conns_.emplace(fd, std::move(owned));
+    Handle(c, msg, {});
+  });
+}
+
+void WorkerServerImpl::Fail(absl::Status status) {
+  {
+    // Set at once, so a request read after Fail returns is refused with it.
+    MutexLock lock(&mu_);
+    if (!failure_.ok()) return;
+    failure_ = status;
+  }
+  Post([this, status = std::move(status)]() mutable { FailPending(std::move(status)); });
 }
 
 void WorkerServerImpl::Loop() {
@@ -340,5 +369,11 @@ absl::Status WorkerServer::WaitForShutdown(absl::Duration timeout) {
 }
 
 void WorkerServer::Stop() { impl_->Stop(); }
+
+void WorkerServer::Adopt(ipc::UniqueFd fd, ipc::FrameReader reader, std::string hello) {
+  impl_->Adopt(std::move(fd), std::move(reader), std::move(hello));
+}
+
+void WorkerServer::Fail(absl::Status status) { impl_->Fail(std::move(status)); }
 
 }  // namespace gravac::daemon

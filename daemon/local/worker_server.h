@@ -14,7 +14,12 @@
 //
 // Socket: created with mode 0600, or 0660 and the given group. A second daemon on the same path
 // is refused (Start fails with AlreadyExists) while the first one answers; a stale socket file
-// (nobody listening) is replaced.
+// (nobody listening) is replaced. Without a socket path the server listens nowhere and serves
+// only the connections handed to it (Adopt: gravacd --serve_jobs reads each worker's hello on
+// the node's socket and hands the connection to its job's server).
+//
+// Job: a hello naming a job (Hello.job_name/run_id) other than options.job is refused
+// (PermissionDenied naming both jobs and the node); a hello naming none is this server's job.
 //
 // Failures: a worker whose connection closes without Shutdown fails the node: `on_failure` gets
 // Unavailable naming its global rank, and every pending and later request of the other workers
@@ -45,6 +50,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "core/ipc/framing.h"
+#include "core/ipc/unique_fd.h"
+#include "core/job_id.h"
 #include "core/logging.h"
 #include "daemon/daemon_metrics.h"
 #include "daemon/engine/types.h"
@@ -52,8 +60,10 @@
 namespace gravac::daemon {
 
 struct WorkerServerOptions {
-  std::string socket_path;   // created with mode 0600 (0660 + chgrp when group set)
+  std::string socket_path;   // created with mode 0600 (0660 + chgrp when group set); "" = none
   std::string socket_group;  // "" = none
+  JobId job;                 // the job served (normalized); name "" = any hello is accepted
+  std::string node_name;     // for refusals
   int local_size = 1;        // workers expected on this node
   absl::Duration stall_warning = absl::Seconds(60);
   // A tensor posted by some local workers and not by others for this long fails the node (every
@@ -93,6 +103,15 @@ class WorkerServer {
   // AlreadyExists when another live daemon listens on the path, InvalidArgument on bad options
   // (local_size < 1, unknown group, path too long).
   static absl::StatusOr<std::unique_ptr<WorkerServer>> Start(WorkerServerOptions options);
+
+  // Hands over a worker connection whose first frame (`hello`, a serialized WorkerMessage) was
+  // already read from it by `reader`; the server answers the hello as if it had read it.
+  // Non-blocking; the connection is closed without an answer when the server is stopping.
+  void Adopt(ipc::UniqueFd fd, ipc::FrameReader reader, std::string hello);
+
+  // Fails the node with `status` (as a worker's failure does): every pending and later request
+  // of the local workers fails with it. Non-blocking.
+  void Fail(absl::Status status);
 
   // Blocks until local_size workers said hello with consistent ranks (or timeout:
   // DeadlineExceeded naming the local ranks still missing). Returns the same group when called

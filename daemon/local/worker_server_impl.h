@@ -38,6 +38,8 @@ class WorkerServerImpl : public std::enable_shared_from_this<WorkerServerImpl> {
   void Serve(NodeTensorSink sink, FailureSink on_failure, TimelineControl timeline);
   absl::Status WaitForShutdown(absl::Duration timeout);
   void Stop();
+  void Adopt(ipc::UniqueFd fd, ipc::FrameReader reader, std::string hello);
+  void Fail(absl::Status status);
 
  private:
   struct Conn {
@@ -84,6 +86,8 @@ class WorkerServerImpl : public std::enable_shared_from_this<WorkerServerImpl> {
   void ReadFrom(Conn& conn);
   bool Handle(Conn& conn, v1::WorkerMessage& msg, std::vector<ipc::UniqueFd> fds);
   bool HandleHello(Conn& conn, const v1::Hello& hello);
+  // OK when the hello names this server's job (or none), else PermissionDenied naming both.
+  absl::Status CheckJob(const v1::Hello& hello) const;
   void HandleRequest(Conn& conn, const v1::Request& request);
   // A TIMELINE request: applied now when serving, else when Serve starts.
   void HandleTimeline(Conn& conn, const v1::Request& request);
@@ -108,6 +112,8 @@ class WorkerServerImpl : public std::enable_shared_from_this<WorkerServerImpl> {
   // Tells the worker why (an Error message) and drops it.
   void Refuse(Conn& conn, const absl::Status& why);
   void FailNode(absl::Status status);
+  // FailNode's work after failure_ was set: fails the pending and queued tensors, reports.
+  void FailPending(absl::Status status);
   void ReportFailure();
   void MarkFinished(int local_rank);
   void CheckStalls();

@@ -25,6 +25,19 @@ WorkerServerImpl::Conn* WorkerServerImpl::ByLocalRank(int local_rank) {
   return slots_[local_rank];
 }
 
+absl::Status WorkerServerImpl::CheckJob(const v1::Hello& hello) const {
+  if (options_.job.name.empty() || (hello.job_name().empty() && hello.run_id().empty())) {
+    return absl::OkStatus();
+  }
+  const JobId named = JobId{hello.job_name(), hello.run_id()}.Normalized();
+  if (named == options_.job) return absl::OkStatus();
+  return absl::PermissionDeniedError(
+      absl::StrFormat("node '%s': rank %d of %s connected to a gravacd serving %s; start the "
+                      "worker with its job's GRAVAC_JOB_NAME/GRAVAC_RUN_ID or --serve_jobs",
+                      options_.node_name, hello.rank(), named.ToString(),
+                      options_.job.ToString()));
+}
+
 bool WorkerServerImpl::HandleHello(Conn& conn, const v1::Hello& hello) {
   auto refuse = [&](std::string message) {
     v1::DaemonMessage reply;
@@ -42,6 +55,13 @@ bool WorkerServerImpl::HandleHello(Conn& conn, const v1::Hello& hello) {
   if (hello.abi_version() != ipc::kShmAbiVersion) {
     return refuse(absl::StrFormat("rank %d speaks shared-memory ABI %d, the daemon %d", rank,
                                   hello.abi_version(), ipc::kShmAbiVersion));
+  }
+  if (absl::Status job = CheckJob(hello); !job.ok()) {
+    if (options_.log != nullptr) {
+      GRAVAC_LOG(*options_.log, kError, "refused worker (pid %d): %s", hello.pid(), job.message());
+    }
+    Refuse(conn, job);
+    return false;
   }
   if (hello.local_size() != options_.local_size) {
     return refuse(absl::StrFormat("rank %d says GRAVAC_LOCAL_SIZE=%d but this daemon expects %d",
@@ -462,6 +482,10 @@ void WorkerServerImpl::FailNode(absl::Status status) {
     if (!failure_.ok()) return;
     failure_ = status;
   }
+  FailPending(std::move(status));
+}
+
+void WorkerServerImpl::FailPending(absl::Status status) {
   cv_.SignalAll();
   if (options_.log != nullptr) GRAVAC_LOG(*options_.log, kError, "%s", status.message());
   std::map<std::string, Pending> pending = std::move(pending_);

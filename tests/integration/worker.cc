@@ -63,6 +63,8 @@ constexpr SettingSpec kSettings[] = {
     {"at_step", "", "2", "kill/stall/mismatch: the step that misbehaves", SettingType::kInt},
     {"delay_s", "", "3", "stall: how late the bad ranks post", SettingType::kDouble},
     {"seed", "", "7", "gradient seed", SettingType::kInt},
+    {"nonzero", "", "1", "decisions: share of gradient elements that are not zero (a sparser "
+     "gradient compresses further, so the policy picks larger theta)", SettingType::kDouble},
     {"linger_s", "", "5", "kill: how long the dead rank's parent waits before exiting",
      SettingType::kDouble},
 };
@@ -181,13 +183,24 @@ absl::Status Worker::Decisions() {
     auto t0 = std::chrono::steady_clock::now();
     Posted p[2];
     for (int t = 0; t < 2; ++t) {
-      ASSIGN_OR_RETURN(
-          p[t], Post(names[t], Gradient(rank_, step, t, sizes[t]), GRAVAC_AVERAGE, step, true));
+      std::vector<float> g = Gradient(rank_, step, t, sizes[t]);
+      const double nonzero = *s_.GetDouble("nonzero");
+      for (int64_t i = 0; nonzero < 1 && i < sizes[t]; ++i) {  // the same elements on every rank
+        if (static_cast<double>(Mix(i * 131ull + t) % 1000000) >= nonzero * 1e6) g[i] = 0;
+      }
+      ASSIGN_OR_RETURN(p[t], Post(names[t], std::move(g), GRAVAC_AVERAGE, step, true));
     }
     for (int t = 0; t < 2; ++t) {
       ASSIGN_OR_RETURN(gravac_result_info info, Wait(p[t], names[t], step, t0));
-      Log(absl::StrFormat("event=result step=%d tensor=%s theta=%.6g collective=%s epoch=%d", step,
-                          names[t], info.theta, info.collective, info.decision_epoch));
+      // digest: FNV-1a of the result's bytes, so a driver can check every replica got the same.
+      uint64_t digest = 0xcbf29ce484222325ull;
+      const auto* bytes = reinterpret_cast<const unsigned char*>(p[t].out.data());
+      for (size_t i = 0; i < p[t].out.size() * sizeof(float); ++i) {
+        digest = (digest ^ bytes[i]) * 0x100000001b3ull;
+      }
+      Log(absl::StrFormat(
+          "event=result step=%d tensor=%s theta=%.6g collective=%s epoch=%d digest=%016x", step,
+          names[t], info.theta, info.collective, info.decision_epoch, digest));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(*s_.GetInt("step_ms")));
   }

@@ -23,6 +23,7 @@ namespace gravac::daemon::testing {
 struct RawWorker {
   ipc::UniqueFd sock;
   ipc::FrameReader reader;
+  std::string job_name, run_id;  // sent in the hello when set
 
   absl::Status Connect(const std::string& path) {
     auto s = ipc::ConnectUnix(path, absl::Seconds(5));
@@ -43,6 +44,8 @@ struct RawWorker {
     m.mutable_hello()->set_local_size(local_size);
     m.mutable_hello()->set_pid(::getpid());
     m.mutable_hello()->set_abi_version(ipc::kShmAbiVersion);
+    m.mutable_hello()->set_job_name(job_name);
+    m.mutable_hello()->set_run_id(run_id);
     return ipc::SendFrame(sock.get(), m.SerializeAsString());
   }
   absl::StatusOr<::gravac::v1::DaemonMessage> Read() {

@@ -195,6 +195,91 @@ TEST(WorkerServerTest, ClientSeesTheDaemonsRefusal) {
   EXPECT_THAT(std::string(error), HasSubstr("GRAVAC_LOCAL_SIZE=1 but this daemon expects 2"));
 }
 
+TEST(WorkerServerTest, HelloNamingAnotherJobIsRefusedNamingBothJobsAndTheNode) {
+  TempDir dir;
+  WorkerServerOptions o;
+  o.socket_path = dir.socket();
+  o.local_size = 2;
+  o.job = {"resnet", "r1"};
+  o.node_name = "n7";
+  auto server = WorkerServer::Start(o);
+  ASSERT_THAT(server, IsOk());
+  RawWorker stranger;
+  stranger.job_name = "bert";
+  stranger.run_id = "r1";
+  ASSERT_THAT(stranger.Join(dir.socket(), 0, 2, 0, 2), IsOk());
+  auto refused = stranger.Read();
+  ASSERT_THAT(refused, IsOk());
+  ASSERT_TRUE(refused->has_error());
+  EXPECT_EQ(refused->error().code(), static_cast<int>(absl::StatusCode::kPermissionDenied));
+  EXPECT_THAT(refused->error().message(),
+              AllOf(HasSubstr("node 'n7'"), HasSubstr("rank 0 of job 'bert' run 'r1'"),
+                    HasSubstr("serving job 'resnet' run 'r1'")));
+  RawWorker rerun;  // the same name with another run id is another job too
+  rerun.job_name = "resnet";
+  rerun.run_id = "r2";
+  ASSERT_THAT(rerun.Join(dir.socket(), 0, 2, 0, 2), IsOk());
+  auto again = rerun.Read();
+  ASSERT_THAT(again, IsOk());
+  EXPECT_TRUE(again->has_error());
+  // The job's own workers, and one naming no job (a client from before job ids), are welcome.
+  RawWorker own, unnamed;
+  own.job_name = "resnet";
+  own.run_id = "r1";
+  ASSERT_THAT(own.Join(dir.socket(), 0, 2, 0, 2), IsOk());
+  ASSERT_THAT(unnamed.Join(dir.socket(), 1, 2, 1, 2), IsOk());
+  for (RawWorker* w : {&own, &unnamed}) {
+    auto reply = w->Read();
+    ASSERT_THAT(reply, IsOk());
+    EXPECT_TRUE(reply->has_welcome());
+  }
+  EXPECT_THAT((*server)->WaitForWorkers(absl::Seconds(5)), IsOk());
+}
+
+TEST(WorkerServerTest, ServesAdoptedConnectionsWithoutASocketAndFailsThemOnRequest) {
+  WorkerServerOptions o;  // no socket_path: only Adopt brings workers
+  o.local_size = 1;
+  o.job = {"j", "r"};
+  auto server = WorkerServer::Start(o);
+  ASSERT_THAT(server, IsOk());
+  ipc::UniqueFd worker_end, daemon_end;
+  ASSERT_THAT(ipc::SocketPair(&worker_end, &daemon_end), IsOk());
+  RawWorker w;
+  w.sock = std::move(worker_end);
+  w.job_name = "j";
+  w.run_id = "r";
+  ASSERT_THAT(w.Hello(3, 4, 0, 1), IsOk());
+  // What a --serve_jobs gravacd does: read the hello, then hand the connection over.
+  ipc::FrameReader reader;
+  absl::StatusOr<std::optional<ipc::Frame>> hello;
+  do {
+    ASSERT_THAT(reader.ReadSome(daemon_end.get()), IsOk());
+    hello = reader.Next();
+    ASSERT_THAT(hello, IsOk());
+  } while (!hello->has_value());
+  (*server)->Adopt(std::move(daemon_end), std::move(reader), (*hello)->payload);
+  auto welcome = w.Read();
+  ASSERT_THAT(welcome, IsOk());
+  EXPECT_TRUE(welcome->has_welcome());
+  auto group = (*server)->WaitForWorkers(absl::Seconds(5));
+  ASSERT_THAT(group, IsOk());
+  EXPECT_EQ(group->first_rank, 3);
+  // A session that cannot start fails the job's requests with its reason.
+  (*server)->Fail(absl::FailedPreconditionError("node 'n': job 'j' run 'r': ended"));
+  ::gravac::v1::WorkerMessage request;
+  request.mutable_request()->set_id(1);
+  request.mutable_request()->set_name("t");
+  ASSERT_THAT(ipc::SendFrame(w.sock.get(), request.SerializeAsString()), IsOk());
+  absl::StatusOr<::gravac::v1::DaemonMessage> reply;
+  do {
+    reply = w.Read();
+    ASSERT_THAT(reply, IsOk());
+  } while (reply->has_heartbeat());
+  ASSERT_TRUE(reply->has_response());
+  EXPECT_EQ(reply->response().code(), static_cast<int>(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(reply->response().message(), HasSubstr("job 'j' run 'r': ended"));
+}
+
 TEST(WorkerServerTest, ReducesLocalWorkersIntoOneNodeTensor) {
   TempDir dir;
   auto server = StartServer(dir, 3);

@@ -1,0 +1,102 @@
+// JobService: gravacd's service mode (--serve_jobs). One daemon per node serves successive and
+// concurrent jobs and never exits because a job ended: it listens on the node's socket, reads
+// each worker's Hello (which names its job: name + run id, from GRAVAC_JOB_NAME/GRAVAC_RUN_ID)
+// and hands the connection to that job's JobSession, made on the job's first worker. Each session
+// has its own WorkerServer (workers, segments, local reduction), transport listener, controller
+// session (Join/stats/decisions/Leave under the job's identity), engine and residuals, and runs on
+// its own thread; when it ends the service forgets it and idles until the next job's workers.
+//
+// A worker is refused with a clear Error (its gravac_init fails with the message, which names the
+// node and the job) when
+//   - its job is not in --jobs (PermissionDenied: this daemon does not serve it);
+//   - its job's workers would not fit in the node's free --slots (ResourceExhausted naming the
+//     jobs holding them);
+//   - its job already has all its workers here (AlreadyExists: a second group claiming the job's
+//     slots, or a rerun that reused the run id while the first run is still here);
+//   - it sends no hello within kHelloTimeout, a malformed one, or names a malformed job id.
+// A session that cannot start (a run id the controller ended, an exhausted data port range, a
+// controller that refuses the job) fails its own workers' requests with the reason
+// (JobSession's fail_workers); the other sessions are not touched.
+//
+// Thread-safety: Run is called once, from one thread (it runs the accept loop); RequestStop is
+// safe from any thread. Blocking: Run blocks until RequestStop, then stops every session.
+#ifndef GRAVAC_DAEMON_JOB_SERVICE_H_
+#define GRAVAC_DAEMON_JOB_SERVICE_H_
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "core/ipc/framing.h"
+#include "core/ipc/peer_credentials.h"
+#include "core/ipc/unique_fd.h"
+#include "core/job_id.h"
+#include "core/logging.h"
+#include "daemon/daemon_metrics.h"
+#include "daemon/gravacd_options.h"
+#include "daemon/job_session.h"
+
+namespace gravac::daemon {
+
+class JobService {
+ public:
+  // `log` and `metrics` (nullptr = none; shared by every job's session) must outlive the service.
+  JobService(GravacdOptions options, Logger* log, DaemonMetrics* metrics);
+  ~JobService();
+  JobService(const JobService&) = delete;
+  JobService& operator=(const JobService&) = delete;
+
+  static constexpr absl::Duration kHelloTimeout = absl::Seconds(10);
+
+  // Listens on options.socket_path and serves jobs until RequestStop. Fails only when the socket
+  // cannot be opened (AlreadyExists while another daemon answers on it).
+  absl::Status Run();
+  // Asks Run to return (stopping every session). Thread-safe, non-blocking.
+  void RequestStop();
+
+ private:
+  struct Greeting {  // a connection whose hello is not read yet
+    ipc::UniqueFd fd;
+    ipc::FrameReader reader;
+    absl::Time deadline;
+  };
+  struct Session {
+    std::unique_ptr<JobSession> session;
+    int slots = 0;
+    std::thread thread;
+    std::atomic<bool> done{false};
+  };
+
+  void Wake();  // the accept loop looks at its sessions now
+  void AcceptAll();
+  // Reads from a greeting connection; routes it once its hello is complete.
+  void ReadHello(int fd);
+  // Hands the connection to its job's session (made when new), or refuses it.
+  void Route(ipc::UniqueFd fd, ipc::FrameReader reader, std::string payload);
+  void Refuse(int fd, const absl::Status& why, int64_t pid);
+  // Joins the sessions that ended; logs what is still served.
+  void Reap();
+  // "job 'a' run 'r' (2), job 'b' run 's' (1)": the jobs holding slots.
+  std::string Holders() const;
+  std::string Where() const;  // "node 'N'"
+
+  const GravacdOptions options_;
+  Logger* const log_;
+  DaemonMetrics* const metrics_;
+  ipc::UniqueFd listen_fd_, wake_fd_;
+  ino_t socket_inode_ = 0;
+  ipc::PeerPolicy peer_policy_;
+  std::atomic<bool> stop_{false};
+  // Accept loop only.
+  std::map<int, Greeting> greetings_;                    // by fd
+  std::map<JobId, std::unique_ptr<Session>> sessions_;  // live and not yet reaped
+};
+
+}  // namespace gravac::daemon
+
+#endif  // GRAVAC_DAEMON_JOB_SERVICE_H_

@@ -1,0 +1,352 @@
+#!/usr/bin/env python3
+"""gravacd --serve_jobs (daemon/job_service.h): one daemon per node that outlives jobs.
+
+An emulated cluster (gravac-netemu, 3 nodes): the controller on node 0, one gravacd --serve_jobs
+on each of nodes 1 and 2, and the workers of every job (gravac-integration-worker --mode
+decisions, through the C API) in the namespace of their node, started as Kubernetes or a batch
+system would start them: with GRAVAC_JOB_NAME / GRAVAC_RUN_ID / GRAVAC_NODE_RANK / GRAVAC_NODES
+and the node's socket, and nothing else started for the job. Scenarios:
+
+  concurrent    two jobs started at once both train to the end, each with its own decisions
+                (every rank of a job used the same theta, collective and epoch at every step) and
+                identical replicas (the same result digest on every rank); a third job started
+                after they end runs on the same daemons, which were never restarted (the socket's
+                SO_PEERCRED pid is the same before and after, and the processes are still ours).
+  ended_run_id  a job rerun with the run id the controller already ended fails on its workers
+                with an error naming the job, the node and the ended run, while a job started
+                before it keeps running to the end.
+  refusals      daemons serving --jobs alpha,beta with --slots 2 and a data port range of one
+                port: a worker of job gamma (not served), a job needing more slots than are free,
+                a second group claiming alpha's slots, and a job finding the port range exhausted
+                each fail with a clear error naming the job and the node, while alpha trains to
+                the end; afterwards beta runs on the freed slots and port.
+
+Usage: gravacd_service_test.py SCENARIO --netemu BIN --controller BIN --gravacd BIN --worker BIN
+       --work_dir DIR (CTest passes them).
+Needs root for network namespaces; exits 77 (skipped) otherwise.
+"""
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+
+POLICY = ["--compressor", "topk", "--theta_min", "10", "--theta_max", "1280", "--window", "2",
+          "--eval_steps", "6", "--epsilon", "0.01", "--omega", "0.0001", "--min_dwell", "3"]
+CONTROLLER_PORT = 7070
+DATA_PORT = 31000
+SKIP = 77
+
+
+class Failure(Exception):
+    pass
+
+
+def check(cond, message):
+    if not cond:
+        raise Failure(message)
+
+
+class Cluster:
+    """The emulated nodes and every process started in them (all stopped by close())."""
+
+    def __init__(self, args):
+        self.args = args
+        self.netemu = args.netemu
+        done = subprocess.run([self.netemu, "create", "--nodes=3", "--rate=1e9",
+                               "--prefix=gvsvc"], capture_output=True, text=True, timeout=60)
+        check(done.returncode == 0, "gravac-netemu create: " + done.stderr)
+        self.name = re.search(r"^cluster (\S+)", done.stdout, re.M).group(1)
+        self.addresses = [a for _, a in sorted(
+            (int(i), a) for i, a in re.findall(r"^node (\d+) netns \S+ address (\S+)",
+                                               done.stdout, re.M))]
+        self.procs = []
+
+    def close(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        subprocess.run([self.netemu, "destroy", self.name], capture_output=True, timeout=60)
+
+    def start(self, node, log_name, argv, env=None):
+        log = open(os.path.join(self.args.work_dir, log_name + ".log"), "w")
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        proc = subprocess.Popen([self.netemu, "run", self.name, str(node), "--"] + argv,
+                                stdout=log, stderr=subprocess.STDOUT, env=full_env)
+        proc.log_name = log_name
+        self.procs.append(proc)
+        return proc
+
+    def log(self, log_name):
+        with open(os.path.join(self.args.work_dir, log_name + ".log"), errors="replace") as f:
+            return f.read()
+
+    def controller(self):
+        return "%s:%d" % (self.addresses[0], CONTROLLER_PORT)
+
+    def start_controller(self):
+        return self.start(0, "controller", [
+            self.args.controller,
+            "--listen=%s" % self.controller(), "--metrics_address=off", "--nodes=2",
+            "--insecure_plaintext"] + POLICY)
+
+    def socket(self, node):
+        return os.path.join(self.args.work_dir, "node%d.sock" % node)
+
+    def start_daemon(self, node, extra=()):
+        proc = self.start(node, "gravacd-%d" % node, [
+            self.args.gravacd, "--serve_jobs",
+            "--controller=%s" % self.controller(), "--socket=%s" % self.socket(node),
+            "--node_name=svc-n%d" % node, "--ucx_tls=tcp", "--ucx_net_devices=eth0",
+            "--metrics_address=off", "--insecure_plaintext", "--join_timeout_s=30",
+            "--worker_timeout_s=30", "--stall_timeout_s=60"] + list(extra))
+        deadline = time.monotonic() + 20
+        while daemon_pid(self.socket(node)) is None:
+            check(proc.poll() is None, "gravacd on node %d exited: %s"
+                  % (node, self.log(proc.log_name)))
+            check(time.monotonic() < deadline, "gravacd on node %d never listened" % node)
+            time.sleep(0.1)
+        return proc
+
+
+def daemon_pid(path):
+    """The pid of the process listening on the Unix socket `path` (SO_PEERCRED), or None."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(path)
+        pid, _, _ = struct.unpack("3i", s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+        return pid
+    except OSError:
+        return None
+    finally:
+        s.close()
+
+
+class Job:
+    """The workers of one job: `per_node` ranks on each of nodes 1 and 2 (or `nodes`)."""
+
+    def __init__(self, cluster, name, run_id, per_node, steps, seed, step_ms=20,
+                 elements=20000, nodes=(1, 2), size=None, nonzero=1.0):
+        self.cluster, self.name, self.run_id = cluster, name, run_id
+        self.dir = os.path.join(cluster.args.work_dir, "%s-%s" % (name, run_id))
+        shutil.rmtree(self.dir, ignore_errors=True)
+        os.makedirs(self.dir)
+        self.size = size if size is not None else per_node * len(nodes)
+        self.steps = steps
+        self.procs = []
+        worker = cluster.args.worker
+        for i, node in enumerate(nodes):
+            for local in range(per_node):
+                rank = i * per_node + local
+                env = {"GRAVAC_RANK": str(rank), "GRAVAC_SIZE": str(self.size),
+                       "GRAVAC_LOCAL_RANK": str(local), "GRAVAC_LOCAL_SIZE": str(per_node),
+                       "GRAVAC_NODE_RANK": str(i), "GRAVAC_NODES": "2",
+                       "GRAVAC_DAEMON_SOCKET": cluster.socket(node),
+                       "GRAVAC_JOB_NAME": name, "GRAVAC_RUN_ID": run_id,
+                       "GRAVAC_CONNECT_TIMEOUT_S": "10"}
+                self.procs.append(cluster.start(
+                    node, "%s-%s-rank%d" % (name, run_id, rank),
+                    [worker, "--mode", "decisions", "--steps", str(steps), "--step_ms",
+                     str(step_ms), "--elements", str(elements), "--seed", str(seed),
+                     "--nonzero", str(nonzero),
+                     "--log_dir", self.dir], env))
+
+    def running(self):
+        return any(p.poll() is None for p in self.procs)
+
+    def wait(self, timeout=60):
+        deadline = time.monotonic() + timeout
+        codes = []
+        for p in self.procs:
+            try:
+                codes.append(p.wait(timeout=max(0.1, deadline - time.monotonic())))
+            except subprocess.TimeoutExpired:
+                raise Failure("%s: %s did not finish within %d s (hang):\n%s"
+                              % (self.name, p.log_name, timeout, self.output()[-3000:]))
+        return codes
+
+    def output(self):
+        return "".join("--- %s\n%s" % (p.log_name, self.cluster.log(p.log_name))
+                       for p in self.procs)
+
+    def started_steps(self):
+        """Results rank 0 logged so far."""
+        path = os.path.join(self.dir, "rank0.log")
+        if not os.path.exists(path):
+            return 0
+        with open(path, errors="replace") as f:
+            return sum(1 for line in f if "event=result" in line)
+
+    def check_trained(self):
+        """Every rank ran every step with the job's decisions and the same result."""
+        codes = self.wait()
+        check(codes == [0] * len(codes), "%s: workers exited %s:\n%s"
+              % (self.name, codes, self.output()[-4000:]))
+        per_rank = {}
+        for rank in range(self.size):
+            results = {}
+            with open(os.path.join(self.dir, "rank%d.log" % rank), errors="replace") as f:
+                for line in f:
+                    ev = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
+                    if ev.get("event") == "result":
+                        results[(int(ev["step"]), ev["tensor"])] = (
+                            ev["theta"], ev["collective"], ev["epoch"], ev["digest"])
+            check(len(results) == 2 * self.steps, "%s: rank %d logged %d results, want %d"
+                  % (self.name, rank, len(results), 2 * self.steps))
+            per_rank[rank] = results
+        for rank in range(1, self.size):
+            for key, value in sorted(per_rank[0].items()):
+                check(per_rank[rank][key] == value,
+                      "%s step %d tensor %s: rank 0 had %s, rank %d %s (theta, collective, "
+                      "epoch, digest)" % (self.name, key[0], key[1], value, rank,
+                                          per_rank[rank][key]))
+        thetas = [per_rank[0][(s, "dec.large")][0] for s in range(self.steps)]
+        epochs = sorted({int(per_rank[0][(s, "dec.large")][2]) for s in range(self.steps)})
+        check(len(set(thetas)) >= 2, "%s: theta never changed: %s" % (self.name, thetas))
+        return thetas, epochs
+
+    def check_refused(self, *words):
+        """Every worker failed, and its output names `words` (the job, the node, the reason)."""
+        codes = self.wait()
+        out = self.output()
+        check(all(c != 0 for c in codes), "%s: workers exited %s, want failures:\n%s"
+              % (self.name, codes, out[-3000:]))
+        for w in words:
+            check(w in out, "%s: the workers' errors do not say %r:\n%s"
+                  % (self.name, w, out[-3000:]))
+        return out
+
+
+def first_error(out):
+    m = re.search(r"(gravac_init: .*|error=.*)", out)
+    return m.group(1)[:300] if m else "?"
+
+
+def scenario_concurrent(cluster):
+    cluster.start_controller()
+    daemons = [cluster.start_daemon(n) for n in (1, 2)]
+    pids = [daemon_pid(cluster.socket(n)) for n in (1, 2)]
+    a = Job(cluster, "train-a", "r1", per_node=2, steps=30, seed=7)
+    # Job b's gradients are sparse (2% non-zero), so its policy compresses further than a's.
+    b = Job(cluster, "train-b", "r1", per_node=2, steps=24, seed=11, elements=40000,
+            nonzero=0.02)
+    ta, ea = a.check_trained()
+    tb, eb = b.check_trained()
+    check(ta != tb[:len(ta)] and max(map(float, tb)) > max(map(float, ta)),
+          "the jobs' theta did not follow their own gradients: a %s, b %s" % (ta, tb))
+    for n in (1, 2):
+        log = cluster.log("gravacd-%d" % n)
+        check(re.search(r"jobs here: .*train-a.*train-b|jobs here: .*train-b.*train-a", log),
+              "gravacd on node %d never served both jobs at once:\n%s" % (n, log[-3000:]))
+    c = Job(cluster, "train-c", "r1", per_node=1, steps=20, seed=13)
+    tc, ec = c.check_trained()
+    after = [daemon_pid(cluster.socket(n)) for n in (1, 2)]
+    check(after == pids and all(d.poll() is None for d in daemons),
+          "the daemons changed: pids %s before, %s after" % (pids, after))
+    for n in (1, 2):
+        log = cluster.log("gravacd-%d" % n)
+        check(len(re.findall(r"serving jobs \(any\)", log)) == 1,
+              "gravacd on node %d started more than once" % n)
+        for job in ("train-a", "train-b", "train-c"):
+            check("job '%s' run 'r1' is over here" % job in log,
+                  "gravacd on node %d did not end %s:\n%s" % (n, job, log[-3000:]))
+    print("train-a: theta per step %s, epochs %s" % (" ".join(ta), ea))
+    print("train-b: theta per step %s, epochs %s" % (" ".join(tb), eb))
+    print("train-c (after, same daemons pids %s): theta per step %s, epochs %s"
+          % (pids, " ".join(tc), ec))
+
+
+def scenario_ended_run_id(cluster):
+    cluster.start_controller()
+    for n in (1, 2):
+        cluster.start_daemon(n)
+    long = Job(cluster, "long", "r1", per_node=1, steps=400, seed=5, step_ms=25)
+    short = Job(cluster, "short", "r7", per_node=1, steps=12, seed=3)
+    short.check_trained()
+    rerun = Job(cluster, "short", "r7", per_node=1, steps=12, seed=3)
+    out = rerun.check_refused("job 'short' run 'r7'", "node 'svc-n", "ended")
+    check(long.running(), "the long job ended before the rerun was refused; lengthen it")
+    long_steps = long.started_steps()
+    long.check_trained()
+    print("rerun refused: %s" % first_error(out))
+    print("the long job had logged %d results when the rerun failed, and trained to the end"
+          % long_steps)
+
+
+def scenario_refusals(cluster):
+    cluster.start_controller()
+    for n in (1, 2):
+        cluster.start_daemon(n, ["--jobs=alpha,beta", "--slots=2",
+                                 "--data_port_range=%d-%d" % (DATA_PORT, DATA_PORT)])
+    alpha = Job(cluster, "alpha", "r1", per_node=1, steps=500, seed=5, step_ms=25)
+    deadline = time.monotonic() + 30
+    while alpha.started_steps() < 4:
+        check(alpha.running() and time.monotonic() < deadline,
+              "alpha did not start:\n" + alpha.output()[-3000:])
+        time.sleep(0.1)
+    seen = []
+    gamma = Job(cluster, "gamma", "r1", per_node=1, steps=5, seed=1, nodes=(1,), size=2)
+    seen.append(first_error(gamma.check_refused(
+        "node 'svc-n1'", "job 'gamma' run 'r1'", "does not serve job 'gamma'")))
+    wide = Job(cluster, "beta", "r1", per_node=2, steps=5, seed=1, nodes=(1,), size=4)
+    seen.append(first_error(wide.check_refused(
+        "node 'svc-n1'", "job 'beta' run 'r1'", "needs 2 worker slots", "held by job 'alpha'")))
+    twin = Job(cluster, "alpha", "r1", per_node=1, steps=5, seed=1, nodes=(1,), size=2)
+    seen.append(first_error(twin.check_refused(
+        "node 'svc-n1'", "job 'alpha' run 'r1'", "already has its 1 workers")))
+    ports = Job(cluster, "beta", "r2", per_node=1, steps=5, seed=1)
+    seen.append(first_error(ports.check_refused(
+        "job 'beta' run 'r2'", "node 'svc-n", "port range %d-%d is exhausted"
+        % (DATA_PORT, DATA_PORT))))
+    check(alpha.running(), "alpha ended before the refusals were done; lengthen it")
+    alpha.check_trained()
+    after = Job(cluster, "beta", "r3", per_node=1, steps=12, seed=9)
+    after.check_trained()
+    for line in seen:
+        print("refused: %s" % line)
+    print("alpha trained to the end meanwhile; beta then ran on the freed slots and port")
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("scenario", choices=["concurrent", "ended_run_id", "refusals"])
+    for program in ("netemu", "controller", "gravacd", "worker"):
+        p.add_argument("--" + program, required=True)
+    p.add_argument("--work_dir", required=True)
+    args = p.parse_args()
+    if os.geteuid() != 0:
+        print("SKIPPED: network namespaces need root")
+        return SKIP
+    shutil.rmtree(args.work_dir, ignore_errors=True)
+    os.makedirs(args.work_dir)
+    start = time.monotonic()
+    cluster = Cluster(args)
+    try:
+        globals()["scenario_" + args.scenario](cluster)
+    except Failure as f:
+        print("FAILED %s: %s" % (args.scenario, f))
+        for proc in cluster.procs:
+            if proc.log_name.startswith(("gravacd", "controller")):
+                print("--- %s (tail)\n%s" % (proc.log_name, cluster.log(proc.log_name)[-2500:]))
+        return 1
+    finally:
+        cluster.close()
+    print("PASSED %s in %.1f s" % (args.scenario, time.monotonic() - start))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
