@@ -48,9 +48,9 @@ absl::Status CheckFreePort(const PortRange& range) {
     if (free) return absl::OkStatus();
   }
   return absl::ResourceExhaustedError(absl::StrFormat(
-      "data-plane port range %s is exhausted: every port is in use (by other jobs on this node "
-      "or other programs); widen --data_port_range (GRAVAC_DATA_PORT_RANGE) and the "
-      "NetworkPolicy with it",
+      "data-plane port range %s is exhausted: every port is in use (by other jobs on this node, "
+      "connections of a job that ended less than a minute ago, or other programs); widen "
+      "--data_port_range (GRAVAC_DATA_PORT_RANGE) and the NetworkPolicy with it",
       range.ToString()));
 }
 

@@ -51,10 +51,9 @@ absl::Status Gravacd::Run() {
   // The metrics go first: every component below reports to them until it is destroyed.
   std::unique_ptr<DaemonMetrics> metrics;
   if (metrics_ != nullptr) {
-    ASSIGN_OR_RETURN(metrics,
-                     DaemonMetrics::Create(*metrics_, options_.node_name,
-                                           options_.serve_jobs ? options_.slots
-                                                               : options_.local_size));
+    ASSIGN_OR_RETURN(
+        metrics, DaemonMetrics::Create(*metrics_, options_.node_name,
+                                       options_.serve_jobs ? options_.slots : options_.local_size));
   }
   if (options_.serve_jobs) {
     JobService service(options_, log_, metrics.get());

@@ -25,7 +25,8 @@ constexpr int kPollMs = 200;
 // The job's own copy of a per-node file setting: PATH.NAME.RUN_ID.
 std::string JobPath(const std::string& path, const JobId& job) {
   if (path.empty()) return path;
-  return job.run_id.empty() ? StrCat(path, ".", job.name) : StrCat(path, ".", job.name, ".", job.run_id);
+  return job.run_id.empty() ? StrCat(path, ".", job.name)
+                            : StrCat(path, ".", job.name, ".", job.run_id);
 }
 
 }  // namespace
@@ -177,9 +178,9 @@ void JobService::Route(ipc::UniqueFd fd, ipc::FrameReader reader, std::string pa
   if (!options_.jobs.empty() &&
       std::find(options_.jobs.begin(), options_.jobs.end(), job.name) == options_.jobs.end()) {
     Refuse(fd.get(),
-           absl::PermissionDeniedError(absl::StrFormat(
-               "%s: this gravacd does not serve job '%s' (--jobs %s)", who, job.name,
-               absl::StrJoin(options_.jobs, ","))),
+           absl::PermissionDeniedError(
+               absl::StrFormat("%s: this gravacd does not serve job '%s' (--jobs %s)", who,
+                               job.name, absl::StrJoin(options_.jobs, ","))),
            hello.pid());
     return;
   }
@@ -239,7 +240,8 @@ void JobService::Route(ipc::UniqueFd fd, ipc::FrameReader reader, std::string pa
                            .log = log_,
                            .metrics = metrics_});
   if (!server.ok()) {
-    Refuse(fd.get(), absl::Status(server.status().code(), StrCat(who, ": ", server.status().message())),
+    Refuse(fd.get(),
+           absl::Status(server.status().code(), StrCat(who, ": ", server.status().message())),
            hello.pid());
     return;
   }

@@ -93,7 +93,7 @@ class JobService {
   ipc::PeerPolicy peer_policy_;
   std::atomic<bool> stop_{false};
   // Accept loop only.
-  std::map<int, Greeting> greetings_;                    // by fd
+  std::map<int, Greeting> greetings_;                   // by fd
   std::map<JobId, std::unique_ptr<Session>> sessions_;  // live and not yet reaped
 };
 

@@ -85,9 +85,8 @@ absl::Status JobSession::RunSteps(bool* serving) {
   }
   const LocalGroup local = *group;
 
-  absl::StatusOr<std::pair<int, int>> placement =
-      NodePlacement(local.first_rank, local.local_size, local.world_size, options_.node_rank,
-                    options_.nodes);
+  absl::StatusOr<std::pair<int, int>> placement = NodePlacement(
+      local.first_rank, local.local_size, local.world_size, options_.node_rank, options_.nodes);
   if (!placement.ok()) return Context(placement.status(), Where());
   const auto [node_rank, nodes] = *placement;
   transport::TransportOptions topts;
@@ -108,8 +107,8 @@ absl::Status JobSession::RunSteps(bool* serving) {
       transport::MakeTransport(options_.transport, topts);
   if (!made.ok()) {
     return Context(made.status(),
-                   StrCat(Where(), ": making the '", options_.transport,
-                          "' transport (data ports ", options_.data_ports.ToString(), ")"));
+                   StrCat(Where(), ": making the '", options_.transport, "' transport (data ports ",
+                          options_.data_ports.ToString(), ")"));
   }
   transport = *std::move(made);
 
@@ -136,14 +135,13 @@ absl::Status JobSession::RunSteps(bool* serving) {
     if (stop_) return absl::OkStatus();
     joining_ = client.get();
   }
-  absl::StatusOr<JoinResult> joined =
-      client->Join({.node_name = options_.node_name,
-                    .first_rank = local.first_rank,
-                    .local_count = local.local_size,
-                    .world_size = local.world_size,
-                    .transport_address = transport->LocalAddress(),
-                    .job = options_.job,
-                    .nodes = nodes});
+  absl::StatusOr<JoinResult> joined = client->Join({.node_name = options_.node_name,
+                                                    .first_rank = local.first_rank,
+                                                    .local_count = local.local_size,
+                                                    .world_size = local.world_size,
+                                                    .transport_address = transport->LocalAddress(),
+                                                    .job = options_.job,
+                                                    .nodes = nodes});
   {
     absl::MutexLock lock(&mu_);
     joining_ = nullptr;
@@ -171,7 +169,8 @@ absl::Status JobSession::RunSteps(bool* serving) {
   absl::StatusOr<std::unique_ptr<collectives::Communicator>> comm =
       collectives::Communicator::Connect(*transport, joined->transport_addresses,
                                          {.op_timeout = options_.op_timeout});
-  if (!comm.ok()) return Context(comm.status(), StrCat(Where(), ": connecting to the other daemons"));
+  if (!comm.ok())
+    return Context(comm.status(), StrCat(Where(), ": connecting to the other daemons"));
   client->Start();
   absl::StatusOr<std::unique_ptr<Engine>> engine_or =
       Engine::Start({.node_rank = node_rank,
