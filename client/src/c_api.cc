@@ -151,6 +151,20 @@ absl::StatusOr<uint64_t> Prepare(const gravac_context* ctx, const char* name, co
   return elements * gravac_dtype_size(dtype);
 }
 
+// Copies a process set into the request (the daemon checks it against the job).
+absl::Status SetProcessSet(const gravac_context* ctx, const char* name,
+                           const gravac_process_set* set, v1::Request* r) {
+  if (set == nullptr || set->size == 0) return absl::OkStatus();
+  if (set->size < 0 || set->ranks == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("rank %d, tensor '%s': process_set of size %d with ranks %s",
+                        ctx->client->config().rank, name, set->size,
+                        set->ranks == nullptr ? "NULL" : "given"));
+  }
+  for (int i = 0; i < set->size; ++i) r->add_process_set(set->ranks[i]);
+  return absl::OkStatus();
+}
+
 // A completed device request (s: its state, locked): copies the result to the caller's device
 // buffer once. A failed copy becomes the request's error.
 void FinishDevice(gravac_request* req, RequestState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
@@ -225,6 +239,9 @@ gravac_status gravac_allreduce_async(gravac_context* ctx, const char* name, cons
     r.set_step(options->step);
     r.set_samples(options->samples);
     r.set_compress(options->compress != 0);
+    if (absl::Status s = SetProcessSet(ctx, name, &options->process_set, &r); !s.ok()) {
+      return Fail(ctx, s);
+    }
   }
   return Finish(ctx, ctx->client->Submit(std::move(r), in, out, *bytes, 0), req);
 }
@@ -264,6 +281,12 @@ gravac_status gravac_allreduce_device_async(gravac_context* ctx, const char* nam
 gravac_status gravac_allgather_async(gravac_context* ctx, const char* name, const void* in,
                                      const int64_t* shape, int ndim, gravac_dtype dtype,
                                      gravac_request** req) {
+  return gravac_allgather_async_on(ctx, name, in, shape, ndim, dtype, nullptr, req);
+}
+
+gravac_status gravac_allgather_async_on(gravac_context* ctx, const char* name, const void* in,
+                                        const int64_t* shape, int ndim, gravac_dtype dtype,
+                                        const gravac_process_set* set, gravac_request** req) {
   v1::Request r;
   auto bytes = Prepare(ctx, name, shape, ndim, dtype, req, &r);
   if (!bytes.ok()) return Fail(ctx, bytes.status());
@@ -277,6 +300,7 @@ gravac_status gravac_allgather_async(gravac_context* ctx, const char* name, cons
   uint64_t row = gravac_dtype_size(dtype);
   for (int i = 1; i < ndim; ++i) row *= static_cast<uint64_t>(shape[i]);
   r.set_kind(v1::ALLGATHER);
+  if (absl::Status s = SetProcessSet(ctx, name, set, &r); !s.ok()) return Fail(ctx, s);
   return Finish(ctx, ctx->client->Submit(std::move(r), in, nullptr, *bytes, row), req);
 }
 
@@ -312,6 +336,13 @@ gravac_status gravac_allgather_result_bytes(const gravac_request* req, size_t* b
 gravac_status gravac_broadcast_async(gravac_context* ctx, const char* name, void* data,
                                      const int64_t* shape, int ndim, gravac_dtype dtype,
                                      int root_rank, gravac_request** req) {
+  return gravac_broadcast_async_on(ctx, name, data, shape, ndim, dtype, root_rank, nullptr, req);
+}
+
+gravac_status gravac_broadcast_async_on(gravac_context* ctx, const char* name, void* data,
+                                        const int64_t* shape, int ndim, gravac_dtype dtype,
+                                        int root_rank, const gravac_process_set* set,
+                                        gravac_request** req) {
   v1::Request r;
   auto bytes = Prepare(ctx, name, shape, ndim, dtype, req, &r);
   if (!bytes.ok()) return Fail(ctx, bytes.status());
@@ -325,6 +356,7 @@ gravac_status gravac_broadcast_async(gravac_context* ctx, const char* name, void
   }
   r.set_kind(v1::BROADCAST);
   r.set_root_rank(root_rank);
+  if (absl::Status s = SetProcessSet(ctx, name, set, &r); !s.ok()) return Fail(ctx, s);
   return Finish(ctx, ctx->client->Submit(std::move(r), data, data, *bytes, 0), req);
 }
 

@@ -61,9 +61,40 @@ struct Communicator::RingStep {
 
 Communicator::Communicator(int rank, std::vector<std::unique_ptr<transport::Endpoint>> peers,
                            const CommunicatorOptions& options)
-    : rank_(rank), peers_(std::move(peers)), options_(options) {
+    : rank_(rank), owned_(std::move(peers)), options_(options) {
+  for (auto& peer : owned_) peers_.push_back(peer.get());
   options_.chunk_bytes = std::max<size_t>(8, options_.chunk_bytes & ~size_t{7});
   options_.max_inflight_chunks = std::max(1, options_.max_inflight_chunks);
+}
+
+Communicator::Communicator(int rank, std::vector<transport::Endpoint*> peers, uint8_t tag_space,
+                           const CommunicatorOptions& options)
+    : rank_(rank), peers_(std::move(peers)), tag_space_(tag_space), options_(options) {}
+
+absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Subset(absl::Span<const int> ranks) {
+  int me = -1;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (ranks[i] < 0 || ranks[i] >= size() || (i > 0 && ranks[i] <= ranks[i - 1])) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "communicator: rank %d: subset ranks must be distinct, ascending and in 0..%d", rank_,
+          size() - 1));
+    }
+    if (ranks[i] == rank_) me = static_cast<int>(i);
+  }
+  if (me < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("communicator: rank %d is not in the subset", rank_));
+  }
+  std::vector<transport::Endpoint*> peers;
+  uint32_t hash = 2166136261u;  // FNV-1a of the ranks: the same tag space on every member
+  for (int r : ranks) {
+    peers.push_back(peers_[r]);
+    for (int shift = 0; shift < 32; shift += 8) hash = (hash ^ ((r >> shift) & 0xff)) * 16777619u;
+  }
+  const uint8_t space = static_cast<uint8_t>(1 + hash % 255);
+  auto comm = std::unique_ptr<Communicator>(new Communicator(me, std::move(peers), space, options_));
+  comm->transport_ = transport_;
+  return comm;
 }
 
 Communicator::~Communicator() = default;
@@ -108,7 +139,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Connect(
 
 absl::Status Communicator::Begin(const char* collective) {
   collective_ = collective;
-  seq_ = next_seq_++ & 0xffffffffu;
+  seq_ = next_seq_++ & 0xffffffu;
   if (!abort_status_.ok()) {
     return absl::FailedPreconditionError(
         absl::StrFormat("rank %d: %s: communicator aborted by an earlier error: %s", rank_,

@@ -100,6 +100,14 @@ class Communicator {
   absl::Status AllgathervAnySize(absl::Span<const uint8_t> send, std::vector<uint8_t>* recv,
                                  std::vector<size_t>* bytes_per_rank);
 
+  // A communicator over the ranks `ranks` of this one (sorted, distinct, in range, this rank
+  // among them): rank i of the result is ranks[i] here. It borrows this communicator's endpoints
+  // and transport, so this one must outlive it, and the two must not run collectives at the
+  // same time; its messages carry tags of their own (a tag space derived from `ranks`, the same
+  // on every member), so collectives of the two in turn never match each other's messages. Every
+  // member must make the same subset. InvalidArgument for a bad list.
+  absl::StatusOr<std::unique_ptr<Communicator>> Subset(absl::Span<const int> ranks);
+
   // Copies root's `bytes` bytes of data to every rank's data.
   absl::Status Broadcast(void* data, size_t bytes, int root);
 
@@ -115,12 +123,18 @@ class Communicator {
 
   Communicator(int rank, std::vector<std::unique_ptr<transport::Endpoint>> peers,
                const CommunicatorOptions& options);
+  Communicator(int rank, std::vector<transport::Endpoint*> peers, uint8_t tag_space,
+               const CommunicatorOptions& options);
 
   // Checks the abort state and claims the next sequence number.
   absl::Status Begin(const char* collective);
   // Aborts on error; returns `status`.
   absl::Status Finish(absl::Status status);
-  uint64_t Tag(int step) const { return (seq_ << 16) | static_cast<uint64_t>(step); }
+  // 48 bits: the tag space (8; 0 for a communicator made by Create), the sequence number (24)
+  // and the step (16).
+  uint64_t Tag(int step) const {
+    return (uint64_t{tag_space_} << 40) | (seq_ << 16) | static_cast<uint64_t>(step);
+  }
 
   absl::Status RunTransfer(const Transfer& t);
   // Runs the ring steps (send right, receive from the left) as one pipeline: chunk c of step g is
@@ -136,13 +150,15 @@ class Communicator {
   absl::Status DisseminationBarrier();
 
   const int rank_;
-  std::vector<std::unique_ptr<transport::Endpoint>> peers_;
+  std::vector<std::unique_ptr<transport::Endpoint>> owned_;  // empty for a Subset
+  std::vector<transport::Endpoint*> peers_;                  // owned_'s, or the parent's
+  uint8_t tag_space_ = 0;
   // The transport that made the endpoints, when given (Connect, Create); null once it turned out
   // not to support WaitForActivity. RunRing waits on it when idle.
   transport::Transport* transport_ = nullptr;
   CommunicatorOptions options_;
   const char* collective_ = "";  // the collective running, for messages
-  uint64_t seq_ = 0;             // of the collective running; 32 bits of the tag
+  uint64_t seq_ = 0;             // of the collective running; 24 bits of the tag
   uint64_t next_seq_ = 0;
   std::vector<uint8_t> scratch_;
   absl::Status abort_status_;

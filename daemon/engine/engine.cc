@@ -36,9 +36,15 @@ std::string Validate(const NodeTensor& t, const NodeLayout& node) {
   const size_t elem = collectives::DataTypeSize(s.dtype);
   if (s.kind == CollectiveKind::kAllgather) {
     if (s.shape.empty()) return "allgather of a scalar (shape needs a first dimension)";
-    if (static_cast<int>(t.first_dims.size()) != node.local_count) {
+    int local_ranks = 0;  // of the tensor's process set
+    for (int r = node.first_rank; r < node.first_rank + node.local_count; ++r) {
+      const bool in_set = s.process_set.empty() ||
+                          std::binary_search(s.process_set.begin(), s.process_set.end(), r);
+      local_ranks += in_set ? 1 : 0;
+    }
+    if (static_cast<int>(t.first_dims.size()) != local_ranks) {
       return absl::StrFormat("allgather with %d first dimensions for %d local ranks",
-                             t.first_dims.size(), node.local_count);
+                             t.first_dims.size(), local_ranks);
     }
     int64_t rows = 0;
     for (int64_t d : t.first_dims) rows += d;
@@ -358,17 +364,26 @@ class EngineCore {
     const std::string& name = t.spec.name;
     timeline_->Span(name, "LOCAL_REDUCE", local.start_ns, local.listed_ns);
     int64_t first = ready_ns;
-    for (int64_t ns : t.listed_ns) first = std::min(first, ns);
+    for (int64_t ns : t.listed_ns) {
+      if (ns > 0) first = std::min(first, ns);
+    }
     std::string kind(CollectiveKindName(t.spec.kind));
     for (char& c : kind) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
     timeline_->Span(name, "NEGOTIATE_" + kind, first, ready_ns);
     for (size_t n = 0; n < t.listed_ns.size(); ++n) {
+      if (t.listed_ns[n] == 0) continue;  // outside the tensor's process set
       const int nodes[] = {static_cast<int>(n)};
       timeline_->Span(name, FormatRanks(options_.layout, nodes), t.listed_ns[n], t.listed_ns[n]);
     }
   }
 
-  bool Execute(const std::vector<ReadyTensor>& all_ready, absl::Status* stop) {
+  // Runs the ready tensors this node holds, in the agreed order: every node runs the tensors of
+  // the process sets it holds ranks of, so the members of a set run its groups in the same order.
+  bool Execute(const std::vector<ReadyTensor>& agreed, absl::Status* stop) {
+    std::vector<ReadyTensor> all_ready;
+    for (const ReadyTensor& t : agreed) {
+      if (locals_.contains(t.spec.name)) all_ready.push_back(t);
+    }
     if (timeline_->enabled()) {
       const int64_t ready_ns = absl::GetCurrentTimeNanos();
       for (const ReadyTensor& t : all_ready) TraceNegotiation(t, locals_.at(t.spec.name), ready_ns);

@@ -37,6 +37,7 @@ Executor::Executor(ExecutorOptions options, collectives::Communicator* comm,
                    StepLog step_log)
     : options_(std::move(options)),
       comm_(comm),
+      job_comm_(comm),
       compressor_(std::move(compressor)),
       steps_(options_.node_rank, options_.job.global_norm, stats),
       step_log_(std::move(step_log)) {}
@@ -44,6 +45,7 @@ Executor::Executor(ExecutorOptions options, collectives::Communicator* comm,
 Executor::~Executor() = default;
 
 int Executor::world_size() const {
+  if (set_size_ > 0) return set_size_;
   int w = 0;
   for (const NodeLayout& l : options_.layout) w += l.local_count;
   return std::max(1, w);
@@ -68,6 +70,8 @@ absl::Status Executor::Compensate(const WorkItem& item, Compensated* c) {
 }
 
 Executor::StepStats* Executor::StatsFor(const WorkItem& item) {
+  // The policy's statistics are the whole job's: a process set's tensors are not in them.
+  if (!item.ready.spec.process_set.empty()) return nullptr;
   return steps_.For(item.ready.spec.step, item.ready.decision, item.start_ns,
                     item.tensor->samples);
 }
@@ -148,8 +152,30 @@ void Executor::TraceGroup(const Group& group, const std::vector<WorkItem>& items
   t.Counter("decision_epoch", start, {{"epoch", absl::StrCat(epoch)}});
 }
 
+absl::StatusOr<collectives::Communicator*> Executor::CommFor(const TensorSpec& spec) {
+  if (spec.process_set.empty()) return job_comm_;
+  const std::vector<int> nodes = ProcessSetNodes(spec, options_.layout);
+  auto it = subsets_.find(nodes);
+  if (it == subsets_.end()) {
+    ASSIGN_OR_RETURN(std::unique_ptr<collectives::Communicator> sub, job_comm_->Subset(nodes));
+    it = subsets_.emplace(nodes, std::move(sub)).first;
+  }
+  return it->second.get();
+}
+
 absl::Status Executor::Run(const Group& group, std::vector<WorkItem>& items,
                            std::vector<TensorResult>* results) {
+  // A process set's group runs on the communicator of the nodes holding its ranks (every member
+  // node runs the same groups in the same order), its average divided by the set's size.
+  const TensorSpec& first = items[group.members.front()].ready.spec;
+  ASSIGN_OR_RETURN(comm_, CommFor(first));
+  set_size_ = first.process_set.empty() ? 0 : ProcessSetSize(first, options_.layout);
+  set_nodes_ = ProcessSetNodes(first, options_.layout);
+  return RunOnSet(group, items, results);
+}
+
+absl::Status Executor::RunOnSet(const Group& group, std::vector<WorkItem>& items,
+                                std::vector<TensorResult>* results) {
   timing_ = GroupTiming{.start_ns = absl::GetCurrentTimeNanos()};
   for (size_t i : group.members) {
     TensorResult& r = (*results)[i];
@@ -470,7 +496,7 @@ absl::Status Executor::RunAllgather(WorkItem& item, TensorResult* result) {
     for (uint32_t j = 0; j < count && r.ok(); ++j) result->first_dims.push_back(r.Get<int64_t>());
     const size_t header = 4 + 8 * static_cast<size_t>(count);
     if (!r.ok() || sizes[n] < header) {
-      const int nodes[] = {static_cast<int>(n)};
+      const int nodes[] = {set_nodes_[n]};
       result->status = absl::DataLossError(
           absl::StrFormat("tensor '%s': ranks %s: malformed allgather block", item.ready.spec.name,
                           FormatRanks(options_.layout, nodes)));
@@ -486,8 +512,8 @@ absl::Status Executor::RunAllgather(WorkItem& item, TensorResult* result) {
 absl::Status Executor::RunBroadcast(WorkItem& item, TensorResult* result) {
   const int root = item.ready.spec.root_rank;
   int root_node = -1;
-  for (size_t n = 0; n < options_.layout.size(); ++n) {
-    const NodeLayout& l = options_.layout[n];
+  for (size_t n = 0; n < set_nodes_.size(); ++n) {  // the root's position in the communicator
+    const NodeLayout& l = options_.layout[set_nodes_[n]];
     if (root >= l.first_rank && root < l.first_rank + l.local_count)
       root_node = static_cast<int>(n);
   }

@@ -31,6 +31,7 @@
 #define GRAVAC_DAEMON_ENGINE_EXECUTOR_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -101,6 +102,12 @@ class Executor {
   Executor(ExecutorOptions options, collectives::Communicator* comm,
            std::unique_ptr<kernels::Compressor> compressor, StatsSink* stats, StepLog step_log);
 
+  // Run on comm_ (the group's communicator).
+  absl::Status RunOnSet(const Group& group, std::vector<WorkItem>& items,
+                        std::vector<TensorResult>* results);
+  // The communicator of `spec`'s process set: the job's, or a Subset of the nodes holding the
+  // set's ranks (made on first use, kept).
+  absl::StatusOr<collectives::Communicator*> CommFor(const TensorSpec& spec);
   absl::Status RunDense(const Group& group, std::vector<WorkItem>& items,
                         std::vector<TensorResult>* results);
   absl::Status RunSparse(const Group& group, std::vector<WorkItem>& items,
@@ -144,7 +151,11 @@ class Executor {
   int world_size() const;
 
   ExecutorOptions options_;
-  collectives::Communicator* comm_;
+  collectives::Communicator* comm_;  // of the group being run
+  collectives::Communicator* const job_comm_;
+  std::map<std::vector<int>, std::unique_ptr<collectives::Communicator>> subsets_;  // by nodes
+  int set_size_ = 0;             // ranks of the running group's process set; 0 = the job's
+  std::vector<int> set_nodes_;   // nodes of the running group's process set, in node order
   std::unique_ptr<kernels::Compressor> compressor_;
   StepStatsAccumulator steps_;
   StepLog step_log_;

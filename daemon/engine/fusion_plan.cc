@@ -13,7 +13,7 @@ int64_t Elements(const std::vector<int64_t>& shape) {
 
 bool Compressible(const TensorSpec& s, const kernels::Compressor* c) {
   return c != nullptr && s.kind == CollectiveKind::kAllreduce &&
-         s.dtype == collectives::DataType::kFloat32 && s.compress;
+         s.dtype == collectives::DataType::kFloat32 && s.compress && s.process_set.empty();
 }
 
 bool SendsCompressed(const TensorSpec& spec, double theta, const PlanOptions& options) {
@@ -33,7 +33,7 @@ bool SendsCompressed(const TensorSpec& spec, double theta, const PlanOptions& op
 }
 
 std::vector<Group> PlanGroups(const std::vector<ReadyTensor>& ready, const PlanOptions& options) {
-  using Key = std::tuple<int, int, int, bool, double, int64_t, int64_t>;
+  using Key = std::tuple<int, int, int, bool, double, int64_t, int64_t, std::vector<int>>;
   std::vector<Group> groups;
   std::vector<std::pair<Key, size_t>> open;  // key -> index into groups
   std::vector<size_t> group_bytes;
@@ -51,7 +51,7 @@ std::vector<Group> PlanGroups(const std::vector<ReadyTensor>& ready, const PlanO
     const bool sparse = SendsCompressed(s, theta, options);
     const Key key{sparse ? 1 : 0, static_cast<int>(s.dtype), static_cast<int>(s.reduce_op),
                   s.compress,     sparse ? theta : 1.0,      ready[i].decision.epoch,
-                  s.step};
+                  s.step,         s.process_set};
     const size_t bytes = Elements(s.shape) * collectives::DataTypeSize(s.dtype);
     size_t g = groups.size();
     for (const auto& [k, index] : open) {

@@ -11,7 +11,7 @@
 // 8 for fp32 + int32), or 2n for the fp16/bf16 casts.
 //
 // Fusion: allreduces with the same mode, dtype, reduce op, compress flag, θ (sparse), decision
-// epoch and step share a group while its members total at most fusion_threshold_bytes.
+// epoch, step and process set share a group while its members total at most fusion_threshold_bytes.
 //
 // Thread-safety: pure functions.
 #ifndef GRAVAC_DAEMON_ENGINE_FUSION_PLAN_H_
@@ -48,6 +48,7 @@ int64_t Elements(const std::vector<int64_t>& shape);
 
 // True when `spec` goes through error feedback and compression at some θ: an fp32 allreduce with
 // compress = true, with a compressor (a dense step of such a tensor still sends p = g + e).
+// Tensors of a process set other than the whole job never are (they run dense).
 bool Compressible(const TensorSpec& spec, const kernels::Compressor* compressor);
 
 // True when `spec` at `theta` would travel compressed (see the header comment).

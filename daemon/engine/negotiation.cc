@@ -16,7 +16,7 @@ namespace gravac::daemon::internal {
 namespace {
 
 constexpr uint32_t kMagic = 0x474e4547;  // "GENG"
-constexpr uint8_t kVersion = 1;
+constexpr uint8_t kVersion = 2;
 constexpr size_t kMaxStepDecisions = 4096;
 
 enum EntryFlags : uint8_t { kCached = 1, kHasError = 2, kMismatch = 4 };
@@ -31,6 +31,8 @@ void PutSpec(ByteWriter& w, const TensorSpec& s) {
   w.Put<int32_t>(s.root_rank);
   w.Put<uint32_t>(static_cast<uint32_t>(s.shape.size()));
   for (int64_t d : s.shape) w.Put<int64_t>(d);
+  w.Put<uint32_t>(static_cast<uint32_t>(s.process_set.size()));
+  for (int r : s.process_set) w.Put<int32_t>(r);
 }
 
 absl::Status GetSpec(ByteReader& r, TensorSpec* s) {
@@ -49,6 +51,13 @@ absl::Status GetSpec(ByteReader& r, TensorSpec* s) {
   s->reduce_op = static_cast<collectives::ReduceOp>(op);
   s->shape.resize(ndim);
   for (auto& d : s->shape) d = r.Get<int64_t>();
+  const uint32_t set_size = r.Get<uint32_t>();
+  if (!r.ok() || set_size > (1u << 20)) {
+    return absl::DataLossError(absl::StrFormat(
+        "engine: malformed process set in a negotiation message ('%s')", s->name));
+  }
+  s->process_set.resize(set_size);
+  for (int& rank : s->process_set) rank = r.Get<int32_t>();
   return absl::OkStatus();
 }
 
@@ -223,8 +232,14 @@ JobDecision Negotiator::DecisionForStep(int64_t step, const JobDecision& agreed)
 
 std::string Negotiator::CheckAgreement(const std::string& name, const Pending& p) const {
   std::vector<const TensorSpec*> specs;
-  for (const auto& entry : p.per_node) specs.push_back(&entry->spec);
-  return FindDisagreement(name, specs, [this](int node) { return NodeRanks(layout_[node]); });
+  std::vector<int> nodes;
+  for (int n = 0; n < static_cast<int>(p.per_node.size()); ++n) {
+    if (!p.per_node[n].has_value()) continue;
+    specs.push_back(&p.per_node[n]->spec);
+    nodes.push_back(n);
+  }
+  return FindDisagreement(name, specs,
+                          [&](int i) { return NodeRanks(layout_[nodes[i]]); });
 }
 
 std::string Negotiator::MissingMessage(const std::string& name, const Pending& p,
@@ -235,7 +250,7 @@ std::string Negotiator::MissingMessage(const std::string& name, const Pending& p
     if (p.per_node[n].has_value()) {
       listed.push_back(n);
       step = p.per_node[n]->spec.step;
-    } else {
+    } else if (p.expected[n]) {
       missing.push_back(n);
     }
   }
@@ -297,10 +312,20 @@ absl::StatusOr<CycleOutcome> Negotiator::Process(absl::Span<const NodeMessage> m
         p.per_node.resize(P);
         p.listed_at.resize(P);
         p.listed_ns.resize(P);
+        p.expected.assign(P, false);
+        for (int node : ProcessSetNodes(e.spec, layout_)) p.expected[node] = true;
+        p.expected_count = static_cast<int>(std::count(p.expected.begin(), p.expected.end(), true));
       }
       if (p.per_node[n].has_value()) {
         return absl::DataLossError(absl::StrFormat("engine: %s listed tensor '%s' twice",
                                                    FormatNode(layout_, n), e.spec.name));
+      }
+      if (!p.expected[n]) {
+        // A node that holds none of the set's ranks (as the first listing gave it) listed the
+        // tensor: the ranks disagree on the process set. It completes with the error once every
+        // node of either set listed it.
+        p.expected[n] = true;
+        ++p.expected_count;
       }
       max_step_listed_[n] = std::max(max_step_listed_[n], e.spec.step);
       p.per_node[n] = std::move(e);
@@ -313,7 +338,7 @@ absl::StatusOr<CycleOutcome> Negotiator::Process(absl::Span<const NodeMessage> m
 
   std::vector<std::pair<uint64_t, std::string>> complete;
   for (const auto& [name, p] : pending_) {
-    if (p.listed == P) complete.emplace_back(p.order, name);
+    if (p.listed == p.expected_count) complete.emplace_back(p.order, name);
   }
   std::sort(complete.begin(), complete.end());
   for (const auto& [order, name] : complete) {
@@ -321,7 +346,7 @@ absl::StatusOr<CycleOutcome> Negotiator::Process(absl::Span<const NodeMessage> m
     std::string error;
     bool node_mismatch = false;
     for (int n = 0; n < P && error.empty(); ++n) {
-      if (!p.per_node[n]->error.empty()) {
+      if (p.per_node[n].has_value() && !p.per_node[n]->error.empty()) {
         node_mismatch = p.per_node[n]->mismatch;
         const int nodes[] = {n};
         const std::string& e = p.per_node[n]->error;
@@ -341,7 +366,9 @@ absl::StatusOr<CycleOutcome> Negotiator::Process(absl::Span<const NodeMessage> m
       out.failed.push_back({name, absl::FailedPreconditionError(error)});
     } else {
       ReadyTensor t;
-      t.spec = p.per_node[node_rank_]->spec;
+      int own = node_rank_;
+      while (!p.per_node[own].has_value()) own = (own + 1) % P;  // outside the set: any listing
+      t.spec = p.per_node[own]->spec;
       if (t.spec.kind == CollectiveKind::kJoin) {
         const auto last = std::max_element(p.listed_at.begin(), p.listed_at.end());
         t.spec.root_rank = p.per_node[last - p.listed_at.begin()]->spec.root_rank;
@@ -386,7 +413,11 @@ std::vector<std::string> Negotiator::StallReports(absl::Time now, absl::Duration
     p.last_report = now;
     std::vector<int> listed, missing;
     for (int n = 0; n < static_cast<int>(p.per_node.size()); ++n) {
-      (p.per_node[n].has_value() ? listed : missing).push_back(n);
+      if (p.per_node[n].has_value()) {
+        listed.push_back(n);
+      } else if (p.expected[n]) {
+        missing.push_back(n);
+      }
     }
     lines.push_back(absl::StrFormat(
         "stall: tensor '%s' posted on ranks %s has waited %s for ranks %s", name,
@@ -400,7 +431,7 @@ std::vector<std::string> Negotiator::StallReports(absl::Time now, absl::Duration
 std::vector<TensorSpec> Negotiator::MissingHere() const {
   std::vector<std::pair<uint64_t, TensorSpec>> missing;
   for (const auto& [name, p] : pending_) {
-    if (p.per_node[node_rank_].has_value()) continue;
+    if (p.per_node[node_rank_].has_value() || !p.expected[node_rank_]) continue;
     for (const auto& entry : p.per_node) {
       if (!entry.has_value()) continue;
       TensorSpec spec = entry->spec;
@@ -421,7 +452,7 @@ int64_t Negotiator::MovedOnTo(const Pending& p) const {
   for (size_t n = 0; n < p.per_node.size(); ++n) {
     if (p.per_node[n].has_value()) {
       step = p.per_node[n]->spec.step;
-    } else {
+    } else if (p.expected[n]) {
       min_missing_step = std::min(min_missing_step, max_step_listed_[n]);
     }
   }
@@ -438,13 +469,22 @@ bool Negotiator::MovedOn(absl::Time now, absl::Duration grace) const {
 
 bool Negotiator::Deadlocked(absl::Time now, absl::Duration timeout) const {
   if (pending_.empty() || now - last_progress_ < timeout) return false;
-  std::vector<bool> waiting(layout_.size(), false);
+  // Deadlocked when every node some pending tensor lacks is itself waiting for one (with the whole
+  // job as every tensor's set, when every node waits).
+  std::vector<bool> waiting(layout_.size(), false), lacking(layout_.size(), false);
   for (const auto& [name, p] : pending_) {
     for (size_t n = 0; n < p.per_node.size(); ++n) {
-      if (p.per_node[n].has_value()) waiting[n] = true;
+      if (p.per_node[n].has_value()) {
+        waiting[n] = true;
+      } else if (p.expected[n]) {
+        lacking[n] = true;
+      }
     }
   }
-  return std::all_of(waiting.begin(), waiting.end(), [](bool w) { return w; });
+  for (size_t n = 0; n < layout_.size(); ++n) {
+    if (lacking[n] && !waiting[n]) return false;
+  }
+  return true;
 }
 
 }  // namespace gravac::daemon::internal

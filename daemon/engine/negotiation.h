@@ -15,6 +15,12 @@
 // sends it in full and gives it a new id. Unnamed collectives (a new name per call) therefore
 // cost no memory beyond the capacity.
 //
+// Process sets (Horovod's): a tensor lists the global ranks of its set; only the nodes holding
+// them list it, and it is ready once they all have (its first listing fixes which nodes those
+// are). Missing-name, stall and deadlock checks count only those nodes. A node outside the set
+// that lists it anyway (the ranks disagree on the set) completes it with a process_set mismatch.
+// Process(...).ready holds every ready tensor; a node runs those of sets it holds ranks of.
+//
 // Join (Horovod's hvd.join): a node lists the tensor of kind kJoin once all its ranks joined,
 // with spec.root_rank = its last joined rank. The join completes when every node listed it; its
 // agreed root_rank is that of the node that listed it last (processing order: cycle, then node),
@@ -141,6 +147,9 @@ class Negotiator {
     std::vector<uint64_t> listed_at;                  // per node: listing sequence number
     std::vector<int64_t> listed_ns;                   // per node: when (Unix ns)
     int listed = 0;
+    // Per node: whether it holds ranks of the tensor's process set (and so lists it).
+    std::vector<bool> expected;
+    int expected_count = 0;
   };
 
   struct CacheEntry {

@@ -11,6 +11,8 @@
 //      priced by SparseEncodedSizeBound with the compressor's MaxCount
 //   2  Horovod's join: collective kind 4 (kJoin) in negotiation messages, joined nodes answering
 //      the tensors they lack with zeros, the last joined rank agreed in listing order
+//   3  Horovod's process sets: a tensor spec carries its set's global ranks, only the nodes
+//      holding them list it, and it runs on the sub-communicator of those nodes
 #ifndef GRAVAC_DAEMON_ENGINE_PROTOCOL_H_
 #define GRAVAC_DAEMON_ENGINE_PROTOCOL_H_
 
@@ -18,7 +20,7 @@
 
 namespace gravac::daemon {
 
-inline constexpr uint32_t kDataPlaneProtocol = 2;
+inline constexpr uint32_t kDataPlaneProtocol = 3;
 
 }  // namespace gravac::daemon
 

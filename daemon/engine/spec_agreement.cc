@@ -26,6 +26,11 @@ std::string Only(const TensorSpec& s, CollectiveKind kind, std::string value) {
 
 constexpr AgreedField kFields[] = {
     {"kind", [](const TensorSpec& s) { return std::string(CollectiveKindName(s.kind)); }},
+    {"process_set",
+     [](const TensorSpec& s) {
+       return s.process_set.empty() ? std::string("all")
+                                    : absl::StrCat("[", FormatRankList(s.process_set), "]");
+     }},
     {"dtype", [](const TensorSpec& s) { return std::string(collectives::DataTypeName(s.dtype)); }},
     {"shape", ShapeValue},
     {"op",
@@ -45,6 +50,27 @@ constexpr AgreedField kFields[] = {
 };
 
 }  // namespace
+
+std::vector<int> ProcessSetNodes(const TensorSpec& spec, const std::vector<NodeLayout>& layout) {
+  std::vector<int> nodes;
+  for (int n = 0; n < static_cast<int>(layout.size()); ++n) {
+    const NodeLayout& l = layout[n];
+    const bool holds =
+        spec.process_set.empty() ||
+        std::any_of(spec.process_set.begin(), spec.process_set.end(), [&](int r) {
+          return r >= l.first_rank && r < l.first_rank + std::max(1, l.local_count);
+        });
+    if (holds) nodes.push_back(n);
+  }
+  return nodes;
+}
+
+int ProcessSetSize(const TensorSpec& spec, const std::vector<NodeLayout>& layout) {
+  if (!spec.process_set.empty()) return static_cast<int>(spec.process_set.size());
+  int size = 0;
+  for (const NodeLayout& l : layout) size += l.local_count;
+  return size;
+}
 
 std::string_view CollectiveKindName(CollectiveKind kind) {
   constexpr std::string_view kNames[] = {"?", "allreduce", "allgather", "broadcast", "join"};

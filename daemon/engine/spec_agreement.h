@@ -7,6 +7,7 @@
 //
 // The fields, in the order checked (the message names the first that differs):
 //   kind       every collective
+//   process_set  every collective: the set's global ranks ("all" for the whole job)
 //   dtype      every collective
 //   shape      every collective; allgather: the number of dimensions and shape[1..] (the first
 //              dimension is each rank's own, printed as *)

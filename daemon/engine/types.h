@@ -43,6 +43,10 @@ struct TensorSpec {
   bool compress = false;   // allreduce of fp32 gradients that may be compressed (GraVAC)
   int64_t step = -1;       // training step the tensor belongs to; -1 = not part of a step
   int64_t samples = 0;     // samples this rank processed in `step` (for throughput); 0 unknown
+  // Horovod's process set: the global ranks that run this collective, ascending and distinct
+  // (empty = every rank of the job). Only the nodes holding them list the tensor, and it runs
+  // on the communicator of those nodes; an average divides by the set's size.
+  std::vector<int> process_set;
 };
 
 // Asked, while every local rank of a node has joined, whether they can contribute zeros to a
@@ -93,6 +97,12 @@ struct NodeLayout {
   int first_rank = 0;
   int local_count = 0;
 };
+
+// The nodes holding ranks of `spec`'s process set (every node when it is the whole job), in
+// node order.
+std::vector<int> ProcessSetNodes(const TensorSpec& spec, const std::vector<NodeLayout>& layout);
+// The number of ranks `spec` runs on: its process set's size, or the job's.
+int ProcessSetSize(const TensorSpec& spec, const std::vector<NodeLayout>& layout);
 
 class DecisionSource {
  public:

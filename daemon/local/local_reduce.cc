@@ -1,5 +1,6 @@
 #include "daemon/local/local_reduce.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -99,6 +100,7 @@ absl::StatusOr<TensorSpec> SpecFromRequest(const v1::Request& request, int rank)
       (spec.dtype != DataType::kInt32 || !spec.shape.empty())) {
     return fail("join must be an int32 scalar (it returns the last joined rank)");
   }
+  spec.process_set.assign(request.process_set().begin(), request.process_set().end());
   spec.root_rank = request.root_rank();
   spec.compress = request.compress();
   spec.step = request.step();
@@ -115,6 +117,46 @@ absl::StatusOr<TensorSpec> SpecFromRequest(const v1::Request& request, int rank)
                                 collectives::DataTypeName(spec.dtype), TensorBytes(spec)));
   }
   return spec;
+}
+
+absl::Status CheckProcessSet(TensorSpec* spec, int rank, int world_size) {
+  std::vector<int>& set = spec->process_set;
+  if (set.empty()) return absl::OkStatus();
+  auto fail = [&](const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "rank %d, tensor '%s': process_set [%s]: %s", rank, spec->name, absl::StrJoin(set, ", "),
+        what));
+  };
+  for (size_t i = 0; i < set.size(); ++i) {
+    if (set[i] < 0 || set[i] >= world_size) {
+      return fail(absl::StrFormat("rank %d is not a rank of the job (size %d)", set[i],
+                                  world_size));
+    }
+    if (i > 0 && set[i] == set[i - 1]) return fail(absl::StrFormat("names rank %d twice", set[i]));
+    if (i > 0 && set[i] < set[i - 1]) return fail("ranks must be in ascending order");
+  }
+  if (!std::binary_search(set.begin(), set.end(), rank)) {
+    return fail(absl::StrFormat("rank %d is not in this process set (a collective runs only on "
+                                "the ranks of its set)",
+                                rank));
+  }
+  if (spec->kind == CollectiveKind::kBroadcast &&
+      !std::binary_search(set.begin(), set.end(), spec->root_rank)) {
+    return fail(absl::StrFormat("root_rank %d is not in the process set", spec->root_rank));
+  }
+  if (spec->kind == CollectiveKind::kJoin) {
+    return fail("join runs on every rank of the job (the global process set)");
+  }
+  if (spec->compress && static_cast<int>(set.size()) < world_size) {
+    return fail("compression runs on the global process set only; send it uncompressed");
+  }
+  if (static_cast<int>(set.size()) == world_size) set.clear();
+  return absl::OkStatus();
+}
+
+bool InProcessSet(const TensorSpec& spec, int rank) {
+  return spec.process_set.empty() ||
+         std::binary_search(spec.process_set.begin(), spec.process_set.end(), rank);
 }
 
 std::string JoinedRanksAnswer(const TensorSpec& spec, absl::Span<const int> joined,

@@ -24,6 +24,16 @@ namespace gravac::daemon {
 // dtype and shape.
 absl::StatusOr<TensorSpec> SpecFromRequest(const v1::Request& request, int rank);
 
+// Checks a request's process set (Horovod's) in a job of `world_size` ranks, posted by global
+// rank `rank`: its ranks ascending and distinct (a rank named twice is named), within the job,
+// `rank` among them, a broadcast's root among them, no compression (GraVAC compresses the whole
+// job's gradients only) and no join (it is the whole job's). InvalidArgument naming the rank,
+// tensor and field. A set of every rank becomes the whole job's (spec->process_set cleared).
+absl::Status CheckProcessSet(TensorSpec* spec, int rank, int world_size);
+
+// Whether global rank `rank` runs `spec` (is in its process set, or the set is the whole job).
+bool InProcessSet(const TensorSpec& spec, int rank);
+
 // Bytes of a tensor of `spec` (allgather: of one rank's block).
 uint64_t TensorBytes(const TensorSpec& spec);
 

@@ -64,6 +64,9 @@ class WorkerServerImpl : public std::enable_shared_from_this<WorkerServerImpl> {
     std::vector<std::optional<PostedRequest>> posts;  // by local rank
     int count = 0;
     bool join = false;  // the join (kJoin): every local rank posts it
+    // By local rank: in the tensor's process set (as its first post gave it; a rank outside it
+    // that posts it anyway becomes one, and the set's disagreement fails the tensor).
+    std::vector<bool> member;
     int64_t first_posted_ns = 0;
     absl::Time last_warned = absl::InfinitePast();
   };

@@ -156,6 +156,9 @@ void WorkerServerImpl::HandleRequest(Conn& conn, const v1::Request& request) {
   if (request.kind() == v1::TIMELINE) return HandleTimeline(conn, request);
   auto spec = SpecFromRequest(request, conn.rank);
   if (!spec.ok()) return reject(spec.status());
+  if (absl::Status set = CheckProcessSet(&*spec, conn.rank, group_.world_size); !set.ok()) {
+    return reject(set);
+  }
   auto seg = conn.segments.find(request.segment_id());
   if (seg == conn.segments.end() || request.offset() + request.bytes() > seg->second.data_bytes() ||
       request.offset() + request.bytes() < request.offset()) {
@@ -180,7 +183,11 @@ void WorkerServerImpl::HandleRequest(Conn& conn, const v1::Request& request) {
   if (p.posts.empty()) {
     p.posts.resize(options_.local_size);
     p.first_posted_ns = NowNs();
+    for (int lr = 0; lr < options_.local_size; ++lr) {
+      p.member.push_back(InProcessSet(*spec, first_rank_ + lr));
+    }
   }
+  p.member[conn.local_rank] = true;
   if (join) {
     joined_[conn.local_rank] = true;
     last_joined_ = conn.local_rank;
@@ -222,7 +229,7 @@ void WorkerServerImpl::AnswerTimeline(int local_rank, uint64_t request_id,
 
 bool WorkerServerImpl::LocallyComplete(const Pending& p) const {
   for (int lr = 0; lr < options_.local_size; ++lr) {
-    if (!p.posts[lr].has_value() && (p.join || !joined_[lr])) return false;
+    if (!p.posts[lr].has_value() && p.member[lr] && (p.join || !joined_[lr])) return false;
   }
   return true;
 }
@@ -251,7 +258,7 @@ void WorkerServerImpl::CompleteAfterJoin() {
 std::string WorkerServerImpl::JoinedAnswer(const TensorSpec& spec) const {
   std::vector<int> joined, never_posted;
   for (int lr = 0; lr < options_.local_size; ++lr) {
-    if (!joined_[lr]) continue;
+    if (!joined_[lr] || !InProcessSet(spec, first_rank_ + lr)) continue;
     joined.push_back(first_rank_ + lr);
     if (!posted_names_[lr].contains(spec.name)) never_posted.push_back(first_rank_ + lr);
   }
@@ -314,6 +321,7 @@ void WorkerServerImpl::Complete(const std::string& name, Pending pending) {
     ready.tensor.join_check = [names, first = first_rank_](const TensorSpec& spec) {
       std::vector<int> joined, never_posted;
       for (size_t lr = 0; lr < names->size(); ++lr) {
+        if (!InProcessSet(spec, first + static_cast<int>(lr))) continue;
         joined.push_back(first + static_cast<int>(lr));
         if (!(*names)[lr].contains(spec.name)) never_posted.push_back(joined.back());
       }
@@ -524,7 +532,7 @@ std::string WorkerServerImpl::OtherStalls(const std::string& except) const {
     }
     std::vector<int> missing;
     for (int lr = 0; lr < options_.local_size; ++lr) {
-      if (!p.posts[lr].has_value()) missing.push_back(first_rank_ + lr);
+      if (!p.posts[lr].has_value() && p.member[lr]) missing.push_back(first_rank_ + lr);
     }
     others.push_back(absl::StrFormat("'%s' from ranks [%s]", name, absl::StrJoin(missing, ", ")));
   }
@@ -545,6 +553,7 @@ void WorkerServerImpl::CheckStalls() {
     const absl::Duration waited = now - absl::FromUnixNanos(p.first_posted_ns);
     std::vector<int> posted, missing, gone;
     for (int lr = 0; lr < options_.local_size; ++lr) {
+      if (!p.posts[lr].has_value() && !p.member[lr]) continue;  // outside its process set
       (p.posts[lr].has_value() ? posted : missing).push_back(first_rank_ + lr);
       if (!p.posts[lr].has_value() && finished[lr]) gone.push_back(first_rank_ + lr);
     }

@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
   float data[4];
   for (int i = 0; i < 4; ++i) data[i] = (float)(gravac_rank(ctx) + 1);
   const int64_t shape[1] = {4};
-  gravac_tensor_options opts = {1, 8, 0};
+  gravac_tensor_options opts = {1, 8, 0, {NULL, 0}};
   gravac_request* req = NULL;
   s = gravac_allreduce_async(ctx, "c.grad", data, data, shape, 1, GRAVAC_FLOAT32, GRAVAC_SUM,
                              &opts, &req);

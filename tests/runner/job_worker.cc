@@ -176,7 +176,7 @@ int main(int argc, char** argv) {
     }
     std::vector<float> in(n, static_cast<float>(rank + 1 + step));
     std::vector<float> sum(n), avg(n);
-    gravac_tensor_options topts = {step, 1, 0};
+    gravac_tensor_options topts = {step, 1, 0, {nullptr, 0}};
     const bool faulty = rank == fault_rank && step == fault_step;
     if (faulty && fault == "stop") ::raise(SIGSTOP);
     if (faulty && fault == "nan") in[3] = std::nanf("");
@@ -218,7 +218,7 @@ int main(int argc, char** argv) {
       for (size_t i = 0; i < g.size(); ++i) {
         g[i] = static_cast<float>((i * 7919 + static_cast<size_t>(rank + step * 13)) % 101) - 50;
       }
-      gravac_tensor_options gopts = {step, 1, 1};
+      gravac_tensor_options gopts = {step, 1, 1, {nullptr, 0}};
       gravac_request* rg = nullptr;
       const int64_t gs[1] = {static_cast<int64_t>(g.size())};
       s = gravac_allreduce_async(ctx, "grad.each", g.data(), g.data(), gs, 1, GRAVAC_FLOAT32,
@@ -248,7 +248,7 @@ int main(int argc, char** argv) {
   // One compressible gradient: check only that it completes and reports how it was sent.
   std::vector<float> grad(4096);
   for (size_t i = 0; i < grad.size(); ++i) grad[i] = static_cast<float>((i * 7919 + rank) % 97);
-  gravac_tensor_options copts = {steps, 1, 1};
+  gravac_tensor_options copts = {steps, 1, 1, {nullptr, 0}};
   gravac_request* rc = nullptr;
   const int64_t gshape[1] = {static_cast<int64_t>(grad.size())};
   s = gravac_allreduce_async(ctx, "grad.compressed", grad.data(), grad.data(), gshape, 1,

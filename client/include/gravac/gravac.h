@@ -72,6 +72,17 @@ typedef enum {
 
 typedef enum { GRAVAC_SUM = 0, GRAVAC_AVERAGE = 1 } gravac_op;
 
+/* Horovod's process set: the global ranks a collective runs on, ascending and distinct, the
+ * calling rank among them; only they post it, and it completes when they all did (an average
+ * divides by their number). size 0 (ranks may be NULL) = every rank of the job. A rank outside
+ * the set, a rank named twice or outside the job, a broadcast root outside the set, or
+ * compression on a set smaller than the job is GRAVAC_ERR_INVALID naming the rank and field;
+ * ranks that disagree on a tensor's set get GRAVAC_ERR_MISMATCH. */
+typedef struct {
+  const int32_t* ranks;
+  int size;
+} gravac_process_set;
+
 /* Per-tensor options of an allreduce; NULL means {step = -1, samples = 0, compress = 0}.
  * step: the training step the tensor belongs to (-1: not part of a step); samples: samples this
  * rank processed in the step (for throughput); compress: nonzero for fp32 gradients that GraVAC
@@ -80,6 +91,7 @@ typedef struct {
   int64_t step;
   int64_t samples;
   int compress;
+  gravac_process_set process_set; /* zero-initialised: every rank */
 } gravac_tensor_options;
 
 /* What the daemon did with a completed request. */
@@ -153,6 +165,11 @@ gravac_status gravac_allreduce_device_async(gravac_context* ctx, const char* nam
 gravac_status gravac_allgather_async(gravac_context* ctx, const char* name, const void* in,
                                      const int64_t* shape, int ndim, gravac_dtype dtype,
                                      gravac_request** req);
+/* gravac_allgather_async on the ranks of `set` (NULL: every rank); the result holds their
+ * blocks in global rank order. */
+gravac_status gravac_allgather_async_on(gravac_context* ctx, const char* name, const void* in,
+                                        const int64_t* shape, int ndim, gravac_dtype dtype,
+                                        const gravac_process_set* set, gravac_request** req);
 /* After a successful wait: *first_dim_total (may be NULL) = the sum of the first dimensions;
  * when out is not NULL, copies the result (out_bytes must be at least its size, else
  * GRAVAC_ERR_INVALID). Call with out = NULL to learn the size (first_dim_total * row bytes). */
@@ -165,6 +182,13 @@ gravac_status gravac_allgather_result_bytes(const gravac_request* req, size_t* b
 gravac_status gravac_broadcast_async(gravac_context* ctx, const char* name, void* data,
                                      const int64_t* shape, int ndim, gravac_dtype dtype,
                                      int root_rank, gravac_request** req);
+
+/* gravac_broadcast_async on the ranks of `set` (NULL: every rank); root_rank is a global rank
+ * of the set. */
+gravac_status gravac_broadcast_async_on(gravac_context* ctx, const char* name, void* data,
+                                        const int64_t* shape, int ndim, gravac_dtype dtype,
+                                        int root_rank, const gravac_process_set* set,
+                                        gravac_request** req);
 
 /* Blocks until the request completes; returns its status (the message: gravac_request_error). */
 gravac_status gravac_wait(gravac_request* req);

@@ -170,8 +170,10 @@ class Context {
 
   std::unique_ptr<Request> AllreduceAsync(const std::string& name, uintptr_t in, uintptr_t out,
                                           const std::vector<int64_t>& shape, int dtype, int op,
-                                          int64_t step, int64_t samples, bool compress) {
-    gravac_tensor_options options{step, samples, compress ? 1 : 0};
+                                          int64_t step, int64_t samples, bool compress,
+                                          const std::vector<int32_t>& process_set) {
+    gravac_tensor_options options{step, samples, compress ? 1 : 0,
+                                  {process_set.data(), static_cast<int>(process_set.size())}};
     if (op != GRAVAC_SUM && op != GRAVAC_AVERAGE) {
       Raise(GRAVAC_ERR_INVALID, "tensor '" + name + "': unknown op " + std::to_string(op));
     }
@@ -183,19 +185,23 @@ class Context {
   }
 
   std::unique_ptr<Request> AllgatherAsync(const std::string& name, uintptr_t in,
-                                          const std::vector<int64_t>& shape, int dtype) {
+                                          const std::vector<int64_t>& shape, int dtype,
+                                          const std::vector<int32_t>& process_set) {
     gravac_request* req = nullptr;
-    Check(gravac_allgather_async(Checked(), name.c_str(), AsPointer(in), shape.data(),
-                                 static_cast<int>(shape.size()), AsDtype(dtype), &req));
+    const gravac_process_set set{process_set.data(), static_cast<int>(process_set.size())};
+    Check(gravac_allgather_async_on(Checked(), name.c_str(), AsPointer(in), shape.data(),
+                                    static_cast<int>(shape.size()), AsDtype(dtype), &set, &req));
     return std::make_unique<Request>(req);
   }
 
   std::unique_ptr<Request> BroadcastAsync(const std::string& name, uintptr_t data,
                                           const std::vector<int64_t>& shape, int dtype,
-                                          int root_rank) {
+                                          int root_rank, const std::vector<int32_t>& process_set) {
     gravac_request* req = nullptr;
-    Check(gravac_broadcast_async(Checked(), name.c_str(), AsPointer(data), shape.data(),
-                                 static_cast<int>(shape.size()), AsDtype(dtype), root_rank, &req));
+    const gravac_process_set set{process_set.data(), static_cast<int>(process_set.size())};
+    Check(gravac_broadcast_async_on(Checked(), name.c_str(), AsPointer(data), shape.data(),
+                                    static_cast<int>(shape.size()), AsDtype(dtype), root_rank,
+                                    &set, &req));
     return std::make_unique<Request>(req);
   }
 
@@ -322,11 +328,13 @@ PYBIND11_MODULE(_gravac, m) {
       .def_property_readonly("closed", &Context::closed)
       .def("allreduce_async", &Context::AllreduceAsync, py::arg("name"), py::arg("inp"),
            py::arg("out"), py::arg("shape"), py::arg("dtype"), py::arg("op"), py::arg("step") = -1,
-           py::arg("samples") = 0, py::arg("compress") = false)
+           py::arg("samples") = 0, py::arg("compress") = false,
+           py::arg("process_set") = std::vector<int32_t>{})
       .def("allgather_async", &Context::AllgatherAsync, py::arg("name"), py::arg("inp"),
-           py::arg("shape"), py::arg("dtype"))
+           py::arg("shape"), py::arg("dtype"), py::arg("process_set") = std::vector<int32_t>{})
       .def("broadcast_async", &Context::BroadcastAsync, py::arg("name"), py::arg("data"),
-           py::arg("shape"), py::arg("dtype"), py::arg("root_rank"))
+           py::arg("shape"), py::arg("dtype"), py::arg("root_rank"),
+           py::arg("process_set") = std::vector<int32_t>{})
       .def("alloc_buffer", &Context::AllocBuffer, py::arg("nbytes"),
            "A shared buffer of nbytes bytes (gravac_buffer_alloc).")
       .def("barrier", &Context::Barrier)

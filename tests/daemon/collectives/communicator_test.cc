@@ -466,6 +466,60 @@ TEST(CommunicatorTest, BackToBackMixedCollectivesOverADelayedLink) {
   ExpectAllOk(results);
 }
 
+// Process sets: subsets of a 4-rank world run their own collectives (ranks 1 and 3, then 0, 2
+// and 3), interleaved with the whole world's, over the same endpoints; ranks outside a subset
+// never call it. Sums are exact over the subset's ranks only.
+TEST(CommunicatorTest, SubsetsRunOnTheirRanksAloneBetweenWorldCollectives) {
+  constexpr int kP = 4;
+  auto group = MakeGroup(kP, {.chunk_bytes = 64});
+  const std::vector<int> odd = {1, 3}, most = {0, 2, 3};
+  auto results = RunRanks(kP, [&](int r) -> absl::Status {
+    Communicator& world = *group->comms[r];
+    std::unique_ptr<Communicator> a, b;
+    if (r % 2 == 1) {
+      ASSIGN_OR_RETURN(a, world.Subset(odd));
+      if (a->size() != 2 || a->rank() != r / 2) return absl::InternalError("odd subset layout");
+    }
+    if (r != 1) {
+      ASSIGN_OR_RETURN(b, world.Subset(most));
+    }
+    for (int iter = 0; iter < 3; ++iter) {
+      const size_t count = 37 + iter * 101;
+      std::vector<float> data(count);
+      for (size_t i = 0; i < count; ++i) data[i] = static_cast<float>(InputValue(r, i));
+      if (a) {
+        RETURN_IF_ERROR(a->Allreduce(data.data(), data.data(), count, DataType::kFloat32,
+                                     ReduceOp::kSum));
+        for (size_t i = 0; i < count; ++i) {
+          const float want = static_cast<float>(InputValue(1, i) + InputValue(3, i));
+          if (data[i] != want) return absl::InternalError(absl::StrCat("odd element ", i));
+        }
+      }
+      if (b) {
+        std::vector<uint8_t> bytes(10 + iter, r == 3 ? 0x3c : 0);
+        RETURN_IF_ERROR(b->Broadcast(bytes.data(), bytes.size(), /*root=*/2));  // rank 3
+        if (bytes != std::vector<uint8_t>(10 + iter, 0x3c)) return absl::InternalError("bcast");
+        std::vector<uint8_t> recv;
+        std::vector<size_t> sizes;
+        const std::vector<uint8_t> mine(r + 1, static_cast<uint8_t>(r));
+        RETURN_IF_ERROR(b->AllgathervAnySize(mine, &recv, &sizes));
+        if (recv != std::vector<uint8_t>{0, 2, 2, 2, 3, 3, 3, 3}) {
+          return absl::InternalError("subset allgather");
+        }
+      }
+      RETURN_IF_ERROR(world.Barrier());
+    }
+    return absl::OkStatus();
+  });
+  ExpectAllOk(results);
+  EXPECT_THAT(group->comms[0]->Subset(std::vector<int>{1, 2}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not in the subset")));
+  EXPECT_THAT(group->comms[0]->Subset(std::vector<int>{0, 0, 2}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("distinct, ascending")));
+  EXPECT_THAT(group->comms[0]->Subset(std::vector<int>{0, 4}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("in 0..3")));
+}
+
 TEST(CommunicatorTest, ConnectsThroughAFileRendezvous) {
   constexpr int kP = 3;
   Fabric fabric(kP);

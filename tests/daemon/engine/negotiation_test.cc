@@ -267,6 +267,88 @@ TEST(NegotiationTest, DeadlockAndStallReports) {
   EXPECT_FALSE(a.HasPending());
 }
 
+// Process sets: a tensor of ranks {0, 4} (nodes 0 and 2 of three) is ready once those two nodes
+// listed it, on every node's replica (node 1 runs nothing of it); its spec round-trips, repeats
+// travel as cache ids, the missing-name and stall reports name only the set's nodes, and a node
+// outside the set that lists the name anyway makes the set's disagreement the error.
+TEST(NegotiationTest, AProcessSetNeedsOnlyTheNodesHoldingItsRanks) {
+  const std::vector<NodeLayout> layout = {{0, 2}, {2, 2}, {4, 1}};
+  Negotiator a(0, layout), b(1, layout), c(2, layout);
+  const absl::Time t0 = absl::Now();
+  auto cycle = [&](const std::vector<NodeMessage>& m, absl::Time now) {
+    std::vector<NodeMessage> decoded;
+    for (const NodeMessage& msg : m) {
+      auto d = DecodeMessage(EncodeMessage(msg));
+      EXPECT_THAT(d, IsOk());
+      decoded.push_back(*d);
+    }
+    auto oa = a.Process(decoded, now);
+    auto ob = b.Process(decoded, now);
+    auto oc = c.Process(decoded, now);
+    EXPECT_THAT(oa, IsOk());
+    EXPECT_THAT(ob, IsOk());
+    EXPECT_THAT(oc, IsOk());
+    EXPECT_EQ(oa->ready.size(), ob->ready.size());
+    EXPECT_EQ(oa->ready.size(), oc->ready.size());
+    EXPECT_EQ(oa->failed.size(), oc->failed.size());
+    return *oa;
+  };
+  TensorSpec ends = Spec("ends", 0);
+  ends.compress = false;
+  ends.process_set = {0, 4};
+  EXPECT_EQ(ProcessSetNodes(ends, layout), (std::vector<int>{0, 2}));
+  EXPECT_EQ(ProcessSetSize(ends, layout), 2);
+  std::vector<NodeMessage> m(3);
+  m[0].ready = {a.MakeEntry(ends, "")};
+  CycleOutcome o = cycle(m, t0);
+  EXPECT_TRUE(o.ready.empty());
+  EXPECT_TRUE(a.MissingHere().empty());
+  EXPECT_TRUE(b.MissingHere().empty());  // node 1 holds none of its ranks
+  ASSERT_EQ(c.MissingHere().size(), 1u);
+  EXPECT_EQ(c.MissingHere()[0].process_set, (std::vector<int>{0, 4}));
+  const auto stalls = a.StallReports(t0 + absl::Seconds(3), absl::Seconds(2));
+  ASSERT_EQ(stalls.size(), 1u);
+  EXPECT_THAT(stalls[0], HasSubstr("posted on ranks 0-1 has waited 3s for ranks 4"));
+  // Node 1 waits for nothing of the set, so no deadlock while node 2 is merely late.
+  EXPECT_FALSE(a.Deadlocked(t0 + absl::Seconds(10), absl::Seconds(2)));
+  m[0].ready.clear();
+  m[2].ready = {c.MakeEntry(ends, "")};
+  o = cycle(m, t0);
+  ASSERT_EQ(o.ready.size(), 1u);
+  EXPECT_EQ(o.ready[0].spec.process_set, (std::vector<int>{0, 4}));
+  EXPECT_FALSE(a.HasPending() || b.HasPending() || c.HasPending());
+  // The next step's listing goes by cache id and still carries the set.
+  ends.step = 1;
+  const ReadyEntry again = c.MakeEntry(ends, "");
+  EXPECT_TRUE(again.cached);
+  m[2].ready = {again};
+  m[0].ready = {a.MakeEntry(ends, "")};
+  o = cycle(m, t0);
+  ASSERT_EQ(o.ready.size(), 1u);
+  EXPECT_EQ(o.ready[0].spec.process_set, (std::vector<int>{0, 4}));
+  // Node 1 lists a name of the set with another set: the set's nodes and node 1 must all list
+  // it, then it fails on every node naming the field.
+  TensorSpec other = ends;
+  other.name = "split";
+  other.step = 2;
+  TensorSpec wider = other;
+  wider.process_set = {0, 2, 4};
+  m[0].ready = {a.MakeEntry(other, "")};
+  m[1].ready = {b.MakeEntry(wider, "")};
+  m[2].ready.clear();
+  o = cycle(m, t0);
+  EXPECT_TRUE(o.ready.empty() && o.failed.empty());
+  m[0].ready.clear();
+  m[1].ready.clear();
+  m[2].ready = {c.MakeEntry(other, "")};
+  o = cycle(m, t0);
+  ASSERT_EQ(o.failed.size(), 1u);
+  EXPECT_EQ(o.failed[0].status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(o.failed[0].status.message(),
+              HasSubstr("tensor 'split': process_set [0,2,4] on ranks 2-3 differs from [0,4] on "
+                        "ranks 0-1,4"));
+}
+
 // Join: what this node lacks is offered in listing order; the join completes when every node
 // listed it, with the last joined rank of the node that listed it last (cycle, then node order).
 TEST(NegotiationTest, JoinReportsMissingTensorsAndTheLastJoinedRank) {

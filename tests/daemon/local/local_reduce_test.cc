@@ -59,6 +59,48 @@ TEST(LocalReduceTest, JoinIsAnInt32Scalar) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("int32 scalar")));
 }
 
+// Horovod's process sets: the rank must be in its set, the set's ranks distinct, ascending and
+// within the job, a broadcast's root in it, no compression or join on a subset; a set of every
+// rank is the whole job's.
+TEST(LocalReduceTest, ProcessSetsAreChecked) {
+  auto spec_of = [](v1::CollectiveKind kind, std::vector<int> set, bool compress = false) {
+    v1::Request r = MakeRequest(kind, kind == v1::JOIN ? v1::INT32 : v1::FLOAT32, {}, 4);
+    for (int rank : set) r.add_process_set(rank);
+    r.set_compress(compress);
+    r.set_root_rank(3);
+    auto spec = SpecFromRequest(r, 1);
+    EXPECT_THAT(spec, IsOk());
+    return *spec;
+  };
+  auto check = [](TensorSpec spec, int rank) { return CheckProcessSet(&spec, rank, 4); };
+  TensorSpec ok = spec_of(v1::ALLREDUCE, {1, 3});
+  EXPECT_THAT(CheckProcessSet(&ok, 1, 4), IsOk());
+  EXPECT_EQ(ok.process_set, (std::vector<int>{1, 3}));
+  EXPECT_TRUE(InProcessSet(ok, 3));
+  EXPECT_FALSE(InProcessSet(ok, 2));
+  TensorSpec all = spec_of(v1::ALLREDUCE, {0, 1, 2, 3}, /*compress=*/true);
+  EXPECT_THAT(CheckProcessSet(&all, 1, 4), IsOk());
+  EXPECT_TRUE(all.process_set.empty());
+  EXPECT_THAT(check(spec_of(v1::ALLREDUCE, {0, 2}), 1),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("rank 1, tensor 't': process_set [0, 2]: rank 1 is not in this "
+                                 "process set")));
+  EXPECT_THAT(check(spec_of(v1::ALLREDUCE, {1, 1, 2}), 1),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("names rank 1 twice")));
+  EXPECT_THAT(check(spec_of(v1::ALLREDUCE, {1, 4}), 1),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("rank 4 is not a rank of the job (size 4)")));
+  EXPECT_THAT(check(spec_of(v1::ALLREDUCE, {2, 1}), 1),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("ascending")));
+  EXPECT_THAT(check(spec_of(v1::BROADCAST, {0, 1}), 1),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("root_rank 3 is not in the process set")));
+  EXPECT_THAT(check(spec_of(v1::ALLREDUCE, {0, 1}, /*compress=*/true), 1),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("global process set only")));
+  EXPECT_THAT(check(spec_of(v1::JOIN, {0, 1}), 1),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("join runs on every rank")));
+}
+
 TEST(LocalReduceTest, JoinedRanksAnswerOnlyForAllreducesTheyPosted) {
   TensorSpec s;
   s.name = "w.grad";

@@ -34,10 +34,14 @@ from gravac.torch.mpi_ops import (Adasum, Average, Max, Min, Product, Sum, allga
                                   mpi_threads_supported, nccl_built, cuda_built, poll, rank,
                                   shutdown, size, start_timeline, stop_timeline, synchronize)
 from gravac.torch.optimizer import DistributedOptimizer
+from gravac.torch.process_sets import (ProcessSet, add_process_set, global_process_set,
+                                       process_set_by_id, remove_process_set)
 from gravac.torch.sync_batch_norm import SyncBatchNorm
 from gravac.torch import elastic
 
 __all__ = [
+    "ProcessSet", "add_process_set", "global_process_set", "process_set_by_id",
+    "remove_process_set",
     "Adasum", "Max", "Min", "Product", "SyncBatchNorm", "alltoall", "cross_rank", "cross_size",
     "grouped_allreduce", "grouped_allreduce_", "grouped_allreduce_async",
     "grouped_allreduce_async_", "is_homogeneous", "join", "reducescatter", "reducescatter_async",

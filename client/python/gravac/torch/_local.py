@@ -118,7 +118,8 @@ class LocalContext:
         self.theta = float(getattr(compression, "theta_min", 1.0))
         self.compressor = getattr(compression, "compressor", "topk")
 
-    def allreduce_async(self, name, inp, out, shape, dtype, op, step, samples, compress):
+    def allreduce_async(self, name, inp, out, shape, dtype, op, step, samples, compress,
+                        process_set=()):
         self._check()
         if op not in (_gravac.SUM, _gravac.AVERAGE):
             raise GravacError("tensor '%s': unknown op %d" % (name, op))
@@ -149,12 +150,12 @@ class LocalContext:
             dst.reshape(-1).copy_(kept)
         return _Done(theta=self.theta, collective="local")
 
-    def allgather_async(self, name, inp, shape, dtype):
+    def allgather_async(self, name, inp, shape, dtype, process_set=()):
         self._check()
         gathered = _view(inp, shape, _TORCH_DTYPES[dtype]).clone()
         return _Done(gathered=gathered)
 
-    def broadcast_async(self, name, data, shape, dtype, root_rank):
+    def broadcast_async(self, name, data, shape, dtype, root_rank, process_set=()):
         self._check()
         if int(root_rank) != 0:
             raise GravacError("tensor '%s': root rank %d is outside world size 1"

@@ -30,6 +30,8 @@ Thread-safety: as mpi_ops (handles are synchronized once).
 import torch
 
 from gravac.torch import mpi_ops
+from gravac.torch import process_sets as _sets
+from gravac.torch.process_sets import global_process_set
 
 _WIDEN = {torch.int8: torch.int32, torch.int16: torch.int32}
 _REDUCERS = {
@@ -74,9 +76,10 @@ def _check_adasum(name, tensor):
                          % (name, tensor.dtype))
 
 
-def allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor):
+def allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor,
+                    process_set=global_process_set):
     """mpi_ops._allreduce_async for the ops and dtypes gravacd does not reduce (see module)."""
-    name = mpi_ops._state.auto_name("allreduce", name)
+    name = mpi_ops._state.auto_name("allreduce", name, process_set)
     dtype = tensor.dtype
     if op in (mpi_ops.Sum, mpi_ops.Average):
         if dtype == torch.bool:
@@ -86,10 +89,13 @@ def allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor)
         if wide is None:
             raise ValueError("tensor '%s': dtype %s is not supported by gravac" % (name, dtype))
         widened = mpi_ops._scaled(tensor.detach(), prescale_factor).to(wide)
-        handle = mpi_ops._allreduce_async(widened, None, name, op, 1.0, postscale_factor)
+        handle = mpi_ops._allreduce_async(widened, None, name, op, 1.0, postscale_factor,
+                                          process_set=process_set)
         return mpi_ops._state.then(handle,
                                    lambda result: _finish_into(tensor, output, result.to(dtype)))
     if op == mpi_ops.Adasum:
+        if process_set is not global_process_set:
+            raise ValueError("tensor '%s': Adasum runs on the global process set only" % name)
         _check_adasum(name, tensor)
     elif op not in _REDUCERS:
         raise ValueError("tensor '%s': unknown op %r" % (name, op))
@@ -97,7 +103,7 @@ def allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor)
     scaled = mpi_ops._scaled(tensor.detach(), prescale_factor)
     if dtype == torch.bool:
         scaled = tensor.detach()
-    handle = mpi_ops.allgather_async(scaled.reshape(1, -1), name)
+    handle = mpi_ops.allgather_async(scaled.reshape(1, -1), name, process_set)
 
     def reduce(stacked):
         if op == mpi_ops.Adasum:
@@ -141,18 +147,19 @@ class _Group:
 
 
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
-                            postscale_factor=1.0, in_place=False):
+                            postscale_factor=1.0, in_place=False, process_set=global_process_set):
     """Starts allreduces of every tensor of `tensors`; one handle, whose result is the list."""
     op = mpi_ops._resolve_op(average, op)
     tensors = list(tensors)
     if not tensors:
         raise ValueError("grouped_allreduce needs at least one tensor")
-    base = mpi_ops._state.auto_name("grouped_allreduce", name)
+    base = mpi_ops._state.auto_name("grouped_allreduce", name, process_set)
     pendings = []
     try:
         for i, t in enumerate(tensors):
             handle = mpi_ops._allreduce_async(t, t if in_place else None, "%s.%d" % (base, i),
-                                              op, prescale_factor, postscale_factor)
+                                              op, prescale_factor, postscale_factor,
+                                              process_set=process_set)
             pendings.append(mpi_ops._state.pop(handle))
     except Exception:
         for p in pendings:  # already posted: wait so that their buffers stay valid
@@ -166,28 +173,30 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
     keep = tuple(p.keep for p in pendings)
     finish = lambda: [p.finish() for p in pendings]  # noqa: E731
     # The members' names are released by _Group.wait; the group's own name is never reserved.
-    return mpi_ops._state.add(mpi_ops._Pending(group, keep, finish, base + ".group"))
+    return mpi_ops._state.add(mpi_ops._Pending(group, keep, finish, base + ".group",
+                                               pendings[0].set_id))
 
 
 def grouped_allreduce(tensors, average=None, name=None, op=None, prescale_factor=1.0,
-                      postscale_factor=1.0):
+                      postscale_factor=1.0, process_set=global_process_set):
     """The allreduce of every tensor of `tensors`, as a list of new tensors."""
     return mpi_ops.synchronize(grouped_allreduce_async(tensors, average, name, op,
-                                                       prescale_factor, postscale_factor))
+                                                       prescale_factor, postscale_factor,
+                                                       process_set=process_set))
 
 
 def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
-                       postscale_factor=1.0):
+                       postscale_factor=1.0, process_set=global_process_set):
     """In-place allreduce of every tensor of `tensors`; returns the list."""
     return mpi_ops.synchronize(grouped_allreduce_async(tensors, average, name, op,
                                                        prescale_factor, postscale_factor,
-                                                       in_place=True))
+                                                       in_place=True, process_set=process_set))
 
 
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
-                             postscale_factor=1.0):
+                             postscale_factor=1.0, process_set=global_process_set):
     return grouped_allreduce_async(tensors, average, name, op, prescale_factor,
-                                   postscale_factor, in_place=True)
+                                   postscale_factor, in_place=True, process_set=process_set)
 
 
 def _scatter_rows(dim0, n):
@@ -195,27 +204,31 @@ def _scatter_rows(dim0, n):
     return [dim0 // n + (1 if r < dim0 % n else 0) for r in range(n)]
 
 
-def reducescatter_async(tensor, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0):
+def reducescatter_async(tensor, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
+                        process_set=global_process_set):
     """Starts a reduce-scatter: the reduction (Sum or Average, default Average) of `tensor`
-    over ranks, of which this rank gets its share of dim 0."""
+    over ranks (of `process_set`), of which this rank gets its share of dim 0."""
     op = mpi_ops.Average if op is None else op
-    name = mpi_ops._state.auto_name("reducescatter", name)
+    name = mpi_ops._state.auto_name("reducescatter", name, process_set)
+    _sets.wire_ranks(process_set, name)  # this rank is in the set
     if op not in (mpi_ops.Sum, mpi_ops.Average):
         raise ValueError("tensor '%s': reducescatter reduces with Sum or Average, not %s"
                          % (name, mpi_ops._OP_NAMES.get(op, op)))
     if tensor.dim() == 0:
         raise ValueError("tensor '%s': reducescatter needs at least one dimension" % name)
-    rows = _scatter_rows(tensor.shape[0], mpi_ops.size())
-    r = mpi_ops.rank()
+    rows = _scatter_rows(tensor.shape[0], _sets.set_size(process_set))
+    r = _sets.set_rank(process_set)
     offset = sum(rows[:r])
-    handle = mpi_ops._allreduce_async(tensor, None, name, op, prescale_factor, postscale_factor)
+    handle = mpi_ops._allreduce_async(tensor, None, name, op, prescale_factor, postscale_factor,
+                                      process_set=process_set)
     return mpi_ops._state.then(handle, lambda full: full.narrow(0, offset, rows[r]).clone())
 
 
-def reducescatter(tensor, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0):
+def reducescatter(tensor, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
+                  process_set=global_process_set):
     """This rank's rows of the reduction of `tensor` over ranks (Horovod's reducescatter)."""
     return mpi_ops.synchronize(reducescatter_async(tensor, name, op, prescale_factor,
-                                                   postscale_factor))
+                                                   postscale_factor, process_set))
 
 
 def _splits_problem(tensor, splits, n):
@@ -237,11 +250,13 @@ def _splits_problem(tensor, splits, n):
     return None
 
 
-def alltoall(tensor, splits=None, name=None):
-    """Sends splits[j] rows of `tensor` (in order) to rank j; returns (output, received_splits):
-    the rows every rank sent here, in rank order, and how many came from each."""
-    n, r = mpi_ops.size(), mpi_ops.rank()
-    name = mpi_ops._state.auto_name("alltoall", name)
+def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
+    """Sends splits[j] rows of `tensor` (in order) to rank j (of `process_set`, j its index
+    there); returns (output, received_splits): the rows every rank sent here, in rank order, and
+    how many came from each."""
+    name = mpi_ops._state.auto_name("alltoall", name, process_set)
+    _sets.wire_ranks(process_set, name)  # this rank is in the set
+    n, r = _sets.set_size(process_set), _sets.set_rank(process_set)
     if splits is not None:
         splits = torch.as_tensor(splits).reshape(-1) if not torch.is_tensor(splits) else splits
         if splits.dtype.is_floating_point or splits.dtype == torch.bool:
@@ -256,14 +271,16 @@ def alltoall(tensor, splits=None, name=None):
         row = torch.tensor([[1] + values], dtype=torch.int64)
     else:
         row = torch.zeros((1, n + 1), dtype=torch.int64)
-    table = mpi_ops.synchronize(mpi_ops.allgather_async(row, name + ".splits"))
-    bad = [k for k in range(n) if table[k, 0] == 0]
+    table = mpi_ops.synchronize(mpi_ops.allgather_async(row, name + ".splits", process_set))
+    members = _sets.set_ranks(process_set)
+    bad = [members[k] for k in range(n) if table[k, 0] == 0]
     if bad:
         raise ValueError("alltoall '%s': the splits of rank(s) %s are invalid%s"
                          % (name, ", ".join(map(str, bad)),
                             ("; this rank's: " + problem) if problem else ""))
     sent = table[:, 1:]  # sent[j, k]: rows rank j sends to rank k
-    gathered = mpi_ops.synchronize(mpi_ops.allgather_async(tensor.detach(), name + ".data"))
+    gathered = mpi_ops.synchronize(mpi_ops.allgather_async(tensor.detach(), name + ".data",
+                                                           process_set))
     pieces, start = [], 0
     for j in range(n):
         rows_j = int(sent[j].sum())

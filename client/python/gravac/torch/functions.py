@@ -11,9 +11,10 @@ import io
 import torch
 
 from gravac.torch import mpi_ops
+from gravac.torch.process_sets import global_process_set
 
 
-def broadcast_parameters(params, root_rank, prefix="bcast."):
+def broadcast_parameters(params, root_rank, prefix="bcast.", process_set=global_process_set):
     """Overwrites the tensors in `params` with root_rank's, in place.
 
     `params` is a state_dict (``model.state_dict()``), a sequence of (name, tensor) pairs
@@ -36,7 +37,7 @@ def broadcast_parameters(params, root_rank, prefix="bcast."):
             continue
         if not torch.is_tensor(p):
             raise ValueError("broadcast_parameters: %s is a %s, not a tensor" % (name, type(p)))
-        handles.append(mpi_ops.broadcast_async_(p, root_rank, prefix + str(name)))
+        handles.append(mpi_ops.broadcast_async_(p, root_rank, prefix + str(name), process_set))
     error = None
     for handle in handles:
         try:
@@ -57,29 +58,31 @@ def _from_bytes(tensor):
     return torch.load(io.BytesIO(tensor.numpy().tobytes()), map_location="cpu")
 
 
-def broadcast_object(obj, root_rank=0, name=None):
-    """root_rank's `obj` (any object torch.save can serialize) on every rank."""
-    name = name or mpi_ops._state.auto_name("broadcast_object", None)
+def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
+    """root_rank's `obj` (any object torch.save can serialize) on every rank (of
+    `process_set`)."""
+    name = name or mpi_ops._state.auto_name("broadcast_object", None, process_set)
     if mpi_ops.rank() == root_rank:
         payload = _to_bytes(obj)
         length = torch.tensor([payload.numel()], dtype=torch.int64)
     else:
         payload = None
         length = torch.zeros(1, dtype=torch.int64)
-    mpi_ops.broadcast_(length, root_rank, name + ".len")
+    mpi_ops.broadcast_(length, root_rank, name + ".len", process_set)
     if payload is None:
         payload = torch.zeros(int(length.item()), dtype=torch.uint8)
-    mpi_ops.broadcast_(payload, root_rank, name + ".data")
+    mpi_ops.broadcast_(payload, root_rank, name + ".data", process_set)
     return obj if mpi_ops.rank() == root_rank else _from_bytes(payload)
 
 
-def allgather_object(obj, name=None):
-    """The list of every rank's `obj`, in rank order."""
-    name = name or mpi_ops._state.auto_name("allgather_object", None)
+def allgather_object(obj, name=None, process_set=global_process_set):
+    """The list of every rank's (of `process_set`) `obj`, in rank order."""
+    name = name or mpi_ops._state.auto_name("allgather_object", None, process_set)
     payload = _to_bytes(obj)
     lengths = mpi_ops.synchronize(mpi_ops.allgather_async(
-        torch.tensor([payload.numel()], dtype=torch.int64), name + ".len"))
-    gathered = mpi_ops.synchronize(mpi_ops.allgather_async(payload, name + ".data"))
+        torch.tensor([payload.numel()], dtype=torch.int64), name + ".len", process_set))
+    gathered = mpi_ops.synchronize(mpi_ops.allgather_async(payload, name + ".data",
+                                                           process_set))
     result, offset = [], 0
     for n in lengths.tolist():
         result.append(_from_bytes(gathered[offset:offset + n]))
@@ -87,7 +90,8 @@ def allgather_object(obj, name=None):
     return result
 
 
-def broadcast_optimizer_state(optimizer, root_rank, name="optimizer_state"):
+def broadcast_optimizer_state(optimizer, root_rank, name="optimizer_state",
+                              process_set=global_process_set):
     """Loads root_rank's optimizer state (state and param_groups options) on every rank.
 
     As Horovod's: an optimizer without state yet first gets zero gradients for the parameters
@@ -105,6 +109,6 @@ def broadcast_optimizer_state(optimizer, root_rank, name="optimizer_state"):
             super(optimizer.__class__, optimizer).step()
         else:
             optimizer.step()
-    state_dict = broadcast_object(optimizer.state_dict(), root_rank, name)
+    state_dict = broadcast_object(optimizer.state_dict(), root_rank, name, process_set)
     if mpi_ops.rank() != root_rank:
         optimizer.load_state_dict(state_dict)

@@ -29,6 +29,8 @@ import torch
 from gravac import _gravac
 from gravac._gravac import GravacError
 from gravac.torch import _local
+from gravac.torch import process_sets as _sets
+from gravac.torch.process_sets import global_process_set
 
 # Reduction ops (Horovod's constants). The daemon reduces Sum and Average (and compresses them);
 # the others run dense in Python over an allgather (gravac.torch.dense_ops).
@@ -55,13 +57,14 @@ _DTYPES = {
 class _Pending:
     """A request in flight with the buffers it reads/writes and how to produce the result."""
 
-    __slots__ = ("request", "keep", "finish", "name")
+    __slots__ = ("request", "keep", "finish", "name", "set_id")
 
-    def __init__(self, request, keep, finish, name):
+    def __init__(self, request, keep, finish, name, set_id=0):
         self.request = request
         self.keep = keep  # tensors the daemon writes into: alive until completion
         self.finish = finish  # () -> result tensor, after a successful wait
         self.name = name
+        self.set_id = set_id  # the process set it runs on (0: every rank)
 
 
 class _State:
@@ -88,12 +91,22 @@ class _State:
             raise ValueError("gravac has not been initialized; use gravac.torch.init().")
         return context
 
-    def auto_name(self, kind, name):
+    def auto_name(self, kind, name, process_set=None):
+        """`name`, or the next unnamed one of `kind` on `process_set` (counted per set, so that
+        the ranks of a set agree on the names whatever other sets they use)."""
         if name is not None:
             return str(name)
+        set_id = getattr(process_set, "process_set_id", 0) or 0
         with self.lock:
-            counter = self.noname.setdefault(kind, itertools.count())
+            counter = self.noname.setdefault((kind, set_id), itertools.count())
+            if set_id:
+                return "%s.noname.ps%d.%d" % (kind, set_id, next(counter))
             return "%s.noname.%d" % (kind, next(counter))
+
+    def names_on_set(self, set_id):
+        """Names of this process's collectives on process set `set_id` not synchronized yet."""
+        with self.lock:
+            return [p.name for p in self.handles.values() if p.set_id == set_id]
 
     def reserve(self, name):
         """Marks `name` in flight; raises ValueError at once if it already is (as Horovod)."""
@@ -150,14 +163,20 @@ def _open_context():
 def init(comm=None, process_sets=None):
     """Connects this worker to its node's daemon (from the GRAVAC_* environment).
 
-    Idempotent, and callable again after shutdown() (as Horovod's). ``comm`` and
-    ``process_sets`` exist for Horovod compatibility and must be None: a gravac job always spans
-    all ranks. Raises GravacError when the daemon cannot be reached.
+    Idempotent, and callable again after shutdown() (as Horovod's). ``process_sets`` (a list of
+    ProcessSet or rank lists, the same on every rank) registers Horovod's process sets, ids 1, 2,
+    ... in order ("dynamic" or None: none yet; add_process_set adds more). ``comm`` (an MPI
+    communicator) is refused: gravac has no MPI. Raises GravacError when the daemon cannot be
+    reached, ValueError for bad or differing process sets.
     """
-    if comm is not None or process_sets is not None:
-        raise ValueError("gravac jobs span all ranks: comm and process_sets are not supported")
+    if comm is not None:
+        raise ValueError("init(comm=...) needs MPI, which gravac does not use; list the ranks "
+                         "with init(process_sets=[[...], ...]) instead")
     with _state.lock:
         if _state.context is not None and not _state.context.closed:
+            if process_sets not in (None, "dynamic"):
+                raise ValueError("gravac is initialized already: add process sets with "
+                                 "add_process_set (or shutdown() and init(process_sets=...))")
             return
         parked, _state.parked = _state.parked, None
     context = parked if parked is not None and not parked.closed else _open_context()
@@ -176,6 +195,7 @@ def init(comm=None, process_sets=None):
     me = context.rank
     _state.cross = (sum(1 for k in range(me) if local_ranks[k] == local_ranks[me]),
                     sum(1 for lr in local_ranks if lr == local_ranks[me]))
+    _sets.init_process_sets(process_sets)
 
 
 def shutdown():
@@ -276,9 +296,15 @@ def mpi_threads_supported():
     return False
 
 
-def barrier():
-    """Blocks until every rank called barrier()."""
-    _state.ctx().barrier()
+def barrier(process_set=global_process_set):
+    """Blocks until every rank (of `process_set`) called barrier()."""
+    ranks = _sets.wire_ranks(process_set, "barrier")
+    if not ranks:
+        _state.ctx().barrier()
+        return
+    synchronize(_allreduce_async(torch.zeros(1, dtype=torch.int32), None,
+                                 _state.auto_name("barrier", None, process_set), Sum, 1.0, 1.0,
+                                 process_set=process_set))
 
 
 def join(device=-1):
@@ -389,7 +415,7 @@ def _scaled(tensor, factor):
 
 
 def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor, step=-1,
-                     samples=0, compress=False):
+                     samples=0, compress=False, process_set=global_process_set):
     """Allreduce of `tensor` into `output` (None: a new tensor; may be `tensor` for in place)."""
     if op not in (Sum, Average) or tensor.dtype not in _DTYPES:
         if compress:
@@ -398,9 +424,14 @@ def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor
                                                            tensor.dtype))
         from gravac.torch import dense_ops  # pylint: disable=import-outside-toplevel
         return dense_ops.allreduce_async(tensor, output, name, op, prescale_factor,
-                                         postscale_factor)
+                                         postscale_factor, process_set=process_set)
     context = _state.ctx()
-    name = _state.auto_name("allreduce", name)
+    name = _state.auto_name("allreduce", name, process_set)
+    ranks = _sets.wire_ranks(process_set, name)
+    if compress and ranks:
+        raise ValueError("tensor '%s': GraVAC compression runs on the global process set only; "
+                         "allreduce on process set %d uncompressed (compression=None)"
+                         % (name, process_set.process_set_id))
     code = _dtype_code(tensor, name)
     in_place = output is tensor
     buf = _host_buffer(tensor)
@@ -415,7 +446,7 @@ def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor
         out = torch.empty_like(buf, memory_format=torch.contiguous_format)
     request = _submit(name, lambda: context.allreduce_async(
         name, buf.data_ptr(), out.data_ptr(), list(buf.shape), code, op, step, samples,
-        bool(compress)))
+        bool(compress), process_set=ranks))
 
     def finish():
         if postscale_factor != 1.0:
@@ -426,60 +457,66 @@ def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor
             return tensor
         return out if tensor.device.type == "cpu" else out.to(tensor.device)
 
-    return _state.add(_Pending(request, (buf, out, tensor), finish, name))
+    return _state.add(_Pending(request, (buf, out, tensor), finish, name,
+                               process_set.process_set_id if ranks else 0))
 
 
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
-                    postscale_factor=1.0):
+                    postscale_factor=1.0, process_set=global_process_set):
     """Starts an allreduce of `tensor` into a new tensor; returns a handle for synchronize()."""
     return _allreduce_async(tensor, None, name, _resolve_op(average, op), prescale_factor,
-                            postscale_factor)
+                            postscale_factor, process_set=process_set)
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
-                     postscale_factor=1.0):
+                     postscale_factor=1.0, process_set=global_process_set):
     """Starts an in-place allreduce of `tensor`; returns a handle for synchronize()."""
     return _allreduce_async(tensor, tensor, name, _resolve_op(average, op), prescale_factor,
-                            postscale_factor)
+                            postscale_factor, process_set=process_set)
 
 
 class _AllreduceFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor):
+    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor, process_set):
         ctx.op = op
         ctx.prescale_factor = prescale_factor
         ctx.postscale_factor = postscale_factor
-        handle = _allreduce_async(tensor, None, name, op, prescale_factor, postscale_factor)
+        ctx.process_set = process_set
+        handle = _allreduce_async(tensor, None, name, op, prescale_factor, postscale_factor,
+                                  process_set=process_set)
         return synchronize(handle)
 
     @staticmethod
     def backward(ctx, grad_output):
         handle = _allreduce_async(grad_output, None, None, ctx.op, ctx.prescale_factor,
-                                  ctx.postscale_factor)
-        return synchronize(handle), None, None, None, None
+                                  ctx.postscale_factor, process_set=ctx.process_set)
+        return synchronize(handle), None, None, None, None, None
 
 
 def allreduce(tensor, average=None, name=None, compression=None, op=None, prescale_factor=1.0,
-              postscale_factor=1.0):
-    """Sum or average of `tensor` over all ranks, as a new tensor (differentiable).
+              postscale_factor=1.0, process_set=global_process_set):
+    """Sum or average of `tensor` over all ranks (of `process_set`), as a new tensor
+    (differentiable).
 
     `compression` is a Compressor (gravac.torch.Compression.*); GraVAC compressors let the daemon
-    compress the tensor at the job's compression factor.
+    compress the tensor at the job's compression factor (global process set only).
     """
     op = _resolve_op(average, op)
     if compression is None:
-        return _AllreduceFunction.apply(tensor, name, op, prescale_factor, postscale_factor)
+        return _AllreduceFunction.apply(tensor, name, op, prescale_factor, postscale_factor,
+                                        process_set)
     compressed, cctx = compression.compress(tensor)
     handle = _allreduce_async(compressed, None, name, op, prescale_factor, postscale_factor,
-                              compress=_daemon_compress(compression, compressed))
+                              compress=_daemon_compress(compression, compressed),
+                              process_set=process_set)
     return compression.decompress(synchronize(handle), cctx)
 
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
-               postscale_factor=1.0):
+               postscale_factor=1.0, process_set=global_process_set):
     """In-place sum or average of `tensor` over all ranks; returns `tensor`."""
     return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor,
-                                        postscale_factor))
+                                        postscale_factor, process_set=process_set))
 
 
 def _daemon_compress(compression, tensor):
@@ -491,10 +528,11 @@ def _daemon_compress(compression, tensor):
     return compress
 
 
-def allgather_async(tensor, name=None):
+def allgather_async(tensor, name=None, process_set=global_process_set):
     """Starts an allgather (concatenation along dim 0 in rank order; first dims may differ)."""
     context = _state.ctx()
-    name = _state.auto_name("allgather", name)
+    name = _state.auto_name("allgather", name, process_set)
+    ranks = _sets.wire_ranks(process_set, name)
     buf = _host_buffer(tensor)
     if buf.dim() == 0:
         buf = buf.reshape(1)
@@ -502,7 +540,8 @@ def allgather_async(tensor, name=None):
     code = _dtype_code(wire, name)
     row_shape = tuple(wire.shape[1:])
     request = _submit(name, lambda: context.allgather_async(name, wire.data_ptr(),
-                                                            list(wire.shape), code))
+                                                            list(wire.shape), code,
+                                                            process_set=ranks))
 
     def finish():
         total, nbytes = request.allgather_size()
@@ -512,33 +551,42 @@ def allgather_async(tensor, name=None):
         out = out.view(buf.dtype)
         return out if tensor.device.type == "cpu" else out.to(tensor.device)
 
-    return _state.add(_Pending(request, (buf,), finish, name))
+    return _state.add(_Pending(request, (buf,), finish, name,
+                               process_set.process_set_id if ranks else 0))
 
 
 class _AllgatherFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, tensor, name):
+    def forward(ctx, tensor, name, process_set):
         ctx.dim0 = tensor.shape[0] if tensor.dim() > 0 else 1
-        return synchronize(allgather_async(tensor, name))
+        ctx.process_set = process_set
+        return synchronize(allgather_async(tensor, name, process_set=process_set))
 
     @staticmethod
     def backward(ctx, grad_output):
         # Horovod's gradient: the average over ranks of the incoming gradient, sliced to this
         # rank's rows.
-        averaged = synchronize(_allreduce_async(grad_output, None, None, Average, 1.0, 1.0))
-        dims = synchronize(allgather_async(torch.tensor([ctx.dim0], dtype=torch.int64)))
-        offset = int(dims[:rank()].sum())
-        return averaged.narrow(0, offset, ctx.dim0), None
+        ps = ctx.process_set
+        averaged = synchronize(_allreduce_async(grad_output, None, None, Average, 1.0, 1.0,
+                                                process_set=ps))
+        dims = synchronize(allgather_async(torch.tensor([ctx.dim0], dtype=torch.int64),
+                                           process_set=ps))
+        offset = int(dims[:_sets.set_rank(ps)].sum())
+        return averaged.narrow(0, offset, ctx.dim0), None, None
 
 
-def allgather(tensor, name=None):
+def allgather(tensor, name=None, process_set=global_process_set):
     """Concatenation of every rank's `tensor` along dim 0 in rank order (differentiable)."""
-    return _AllgatherFunction.apply(tensor, name)
+    return _AllgatherFunction.apply(tensor, name, process_set)
 
 
-def _broadcast_async(tensor, output, root_rank, name):
+def _broadcast_async(tensor, output, root_rank, name, process_set=global_process_set):
     context = _state.ctx()
-    name = _state.auto_name("broadcast", name)
+    name = _state.auto_name("broadcast", name, process_set)
+    ranks = _sets.wire_ranks(process_set, name)
+    if ranks and int(root_rank) not in ranks:
+        raise ValueError("tensor '%s': root_rank %d is not in process set %d (ranks %s)"
+                         % (name, root_rank, process_set.process_set_id, ranks))
     in_place = output is tensor
     buf = _host_buffer(tensor)
     if not in_place and _shares_memory(buf, tensor):
@@ -547,7 +595,7 @@ def _broadcast_async(tensor, output, root_rank, name):
     code = _dtype_code(wire, name)
     request = _submit(name, lambda: context.broadcast_async(name, wire.data_ptr(),
                                                             list(wire.shape), code,
-                                                            int(root_rank)))
+                                                            int(root_rank), process_set=ranks))
 
     def finish():
         if in_place:
@@ -556,42 +604,45 @@ def _broadcast_async(tensor, output, root_rank, name):
             return tensor
         return buf if tensor.device.type == "cpu" else buf.to(tensor.device)
 
-    return _state.add(_Pending(request, (buf, tensor), finish, name))
+    return _state.add(_Pending(request, (buf, tensor), finish, name,
+                               process_set.process_set_id if ranks else 0))
 
 
-def broadcast_async(tensor, root_rank, name=None):
+def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
     """Starts a broadcast of root_rank's `tensor` into a new tensor; returns a handle."""
-    return _broadcast_async(tensor, None, root_rank, name)
+    return _broadcast_async(tensor, None, root_rank, name, process_set)
 
 
-def broadcast_async_(tensor, root_rank, name=None):
+def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
     """Starts an in-place broadcast of root_rank's `tensor`; returns a handle."""
-    return _broadcast_async(tensor, tensor, root_rank, name)
+    return _broadcast_async(tensor, tensor, root_rank, name, process_set)
 
 
 class _BroadcastFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, tensor, root_rank, name):
+    def forward(ctx, tensor, root_rank, name, process_set):
         ctx.root_rank = root_rank
-        return synchronize(broadcast_async(tensor, root_rank, name))
+        ctx.process_set = process_set
+        return synchronize(broadcast_async(tensor, root_rank, name, process_set))
 
     @staticmethod
     def backward(ctx, grad_output):
         # Horovod's gradient: the average over ranks on the root, zero elsewhere.
-        averaged = synchronize(_allreduce_async(grad_output, None, None, Average, 1.0, 1.0))
+        averaged = synchronize(_allreduce_async(grad_output, None, None, Average, 1.0, 1.0,
+                                                process_set=ctx.process_set))
         if rank() != ctx.root_rank:
             averaged = averaged * 0
-        return averaged, None, None
+        return averaged, None, None, None
 
 
-def broadcast(tensor, root_rank, name=None):
-    """root_rank's `tensor` on every rank, as a new tensor (differentiable)."""
-    return _BroadcastFunction.apply(tensor, root_rank, name)
+def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
+    """root_rank's `tensor` on every rank (of `process_set`), as a new tensor (differentiable)."""
+    return _BroadcastFunction.apply(tensor, root_rank, name, process_set)
 
 
-def broadcast_(tensor, root_rank, name=None):
+def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
     """Overwrites `tensor` with root_rank's on every rank; returns `tensor`."""
-    return synchronize(broadcast_async_(tensor, root_rank, name))
+    return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
 
 
 def poll(handle):

@@ -29,7 +29,9 @@ from collections import OrderedDict
 import torch
 
 from gravac.torch import mpi_ops
+from gravac.torch import process_sets as _sets
 from gravac.torch.compression import Compression
+from gravac.torch.process_sets import global_process_set
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
@@ -40,9 +42,15 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def __init__(self, params, named_parameters, compression, backward_passes_per_step=1,
                  op=mpi_ops.Average, gradient_predivide_factor=1.0, sparse_as_dense=False,
-                 samples_per_step=0):
+                 samples_per_step=0, process_set=global_process_set):
         super(self.__class__, self).__init__(params)
         self._compression = compression
+        self._process_set = process_set
+        if _sets.wire_ranks(process_set, "DistributedOptimizer") and getattr(
+                compression, "daemon_compress", False):
+            raise ValueError("DistributedOptimizer: GraVAC compression runs on the global "
+                             "process set only; use Compression.none or Compression.fp16 on "
+                             "process set %d" % process_set.process_set_id)
         if named_parameters is not None:
             named_parameters = list(named_parameters)
         else:
@@ -139,11 +147,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if self.gradient_predivide_factor != 1.0:
             op = mpi_ops.Sum
             prescale = 1.0 / self.gradient_predivide_factor
-            postscale = self.gradient_predivide_factor / mpi_ops.size()
+            postscale = self.gradient_predivide_factor / _sets.set_size(self._process_set)
         compress = mpi_ops._daemon_compress(self._compression, tensor_compressed)
         handle = mpi_ops._allreduce_async(tensor_compressed, tensor_compressed, name, op, prescale,
                                           postscale, step=mpi_ops._state.train_step,
-                                          samples=self._gravac_samples, compress=compress)
+                                          samples=self._gravac_samples, compress=compress,
+                                          process_set=self._process_set)
         return handle, ctx
 
     def _shared_grad(self, p):
@@ -322,18 +331,23 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
                          backward_passes_per_step=1, op=mpi_ops.Average,
                          gradient_predivide_factor=1.0, num_groups=0, groups=None,
-                         sparse_as_dense=False, samples_per_step=0):
+                         sparse_as_dense=False, samples_per_step=0,
+                         process_set=global_process_set):
     """Wraps `optimizer` so that step() applies gradients averaged (op) over all ranks.
 
     As Horovod's: named_parameters names the gradients (model.named_parameters()), compression
     is a Compression choice, backward_passes_per_step accumulates that many backward passes
     locally before one exchange. ``num_groups`` / ``groups`` are accepted for compatibility and
     need nothing here: the daemon fuses small tensors itself (GRAVAC_FUSION_THRESHOLD).
-    gravac's own: samples_per_step (samples per rank per step, for the job's throughput).
+    ``process_set`` averages over the ranks of that set only (they alone create the optimizer;
+    GraVAC compression needs the global set). gravac's own: samples_per_step (samples per rank
+    per step, for the job's throughput).
     """
     if num_groups < 0:
         raise ValueError("num_groups must be >= 0")
     if op == mpi_ops.Adasum:
+        if process_set is not global_process_set:
+            raise ValueError("DistributedOptimizer(op=Adasum) runs on the global process set only")
         cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                    dict(_DistributedAdasumOptimizer.__dict__))
         return cls(optimizer.param_groups, named_parameters, compression,
@@ -341,4 +355,4 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
     return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
-               op, gradient_predivide_factor, sparse_as_dense, samples_per_step)
+               op, gradient_predivide_factor, sparse_as_dense, samples_per_step, process_set)
