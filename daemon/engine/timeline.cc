@@ -1,5 +1,6 @@
 #include "daemon/engine/timeline.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -99,6 +100,9 @@ void Timeline::Span(const std::string& tensor, const std::string& name, int64_t 
   MutexLock lock(&mu_);
   if (file_ == nullptr) return;
   const int pid = TrackLocked(tensor);
+  // A phase that began before the trace did (a tensor posted before --timeline-filename's trace
+  // opened at the engine's start) is cut at the trace's start: no event has a negative ts.
+  begin_ns = std::max(begin_ns, start_ns_);
   const int64_t ts = Micros(begin_ns);
   const int64_t dur = end_ns > begin_ns ? (end_ns - begin_ns) / 1000 : 0;
   Write(absl::StrFormat(

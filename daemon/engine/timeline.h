@@ -49,7 +49,8 @@ class Timeline {
   bool enabled() const { return enabled_.load(std::memory_order_relaxed); }
 
   // A complete event on `tensor`'s track from begin_ns to end_ns (absl::GetCurrentTimeNanos()
-  // time); end_ns == begin_ns gives a tick. Does nothing when disabled.
+  // time); end_ns == begin_ns gives a tick; one that began before the trace started is cut at
+  // the trace's start. Does nothing when disabled.
   void Span(const std::string& tensor, const std::string& name, int64_t begin_ns, int64_t end_ns,
             const Args& args = {});
   // A counter sample on the job's track.

@@ -351,7 +351,7 @@ int main(int argc, char** argv) {
     window_loss += r.loss_sum;
     window_correct += r.correct;
     window_count += f.batch;
-    gravac_tensor_options opts;
+    gravac_tensor_options opts = {};
     opts.step = step;
     opts.samples = f.batch;
     opts.compress = f.compress ? 1 : 0;

@@ -83,7 +83,8 @@ typedef struct {
   int size;
 } gravac_process_set;
 
-/* Per-tensor options of an allreduce; NULL means {step = -1, samples = 0, compress = 0}.
+/* Per-tensor options of an allreduce; NULL means {step = -1, samples = 0, compress = 0} on every
+ * rank. Zero-initialise it (= {0} in C, {} in C++) before setting fields.
  * step: the training step the tensor belongs to (-1: not part of a step); samples: samples this
  * rank processed in the step (for throughput); compress: nonzero for fp32 gradients that GraVAC
  * may compress (the daemon applies the job's agreed compression factor). */

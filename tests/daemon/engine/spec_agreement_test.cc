@@ -58,6 +58,11 @@ struct Case {
 const Case kCases[] = {
     {"kind", CollectiveKind::kAllreduce, [](TensorSpec& s) { s.kind = CollectiveKind::kBroadcast; },
      "tensor 'w': kind broadcast on ranks 1 differs from allreduce on ranks 0"},
+    {"process_set", CollectiveKind::kAllreduce,
+     [](TensorSpec& s) {
+       s.process_set = {0, 1, 2};
+     },
+     "tensor 'w': process_set [0-2] on ranks 1 differs from all on ranks 0"},
     {"dtype", CollectiveKind::kAllreduce,
      [](TensorSpec& s) { s.dtype = collectives::DataType::kFloat16; },
      "tensor 'w': dtype fp16 on ranks 1 differs from fp32 on ranks 0"},
