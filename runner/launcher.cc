@@ -16,7 +16,9 @@
 #include <memory>
 #include <optional>
 #include <sstream>
+#include <tuple>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -65,6 +67,15 @@ struct Proc {
   bool ready = false;              // over ssh: the wrapper reported the ready files
   std::vector<int> ready_values;   // and their numbers (a daemon's metrics port)
 };
+
+// A file's whole contents (the job's PEM files, to ship over ssh).
+absl::StatusOr<std::string> ReadText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in) return absl::InternalError(StrCat("reading ", path, " failed"));
+  return text.str();
+}
 
 std::string DescribeExit(const Proc& p) {
   const Child& c = p.child;
@@ -211,6 +222,12 @@ class Job {
     ChildOptions co{.argv = std::move(argv),
                     .env = std::move(env),
                     .netns = cluster_ && node >= 0 ? cluster_->node_namespace(node) : ""};
+    // A remote process's stdin: the shared lifeline, or with the job's certificates to ship, a
+    // pipe of its own that carries them first and is the lifeline after (ssh_launch.h).
+    int own_stdin[2] = {-1, -1};
+    absl::Cleanup close_read_end = [&] {
+      if (own_stdin[0] >= 0) close(own_stdin[0]);
+    };
     if (Remote(node)) {
       RemoteCommand remote{.host = node_host_[node],
                            .argv = std::move(co.argv),
@@ -218,10 +235,23 @@ class Job {
                            .dir = role == Role::kDaemon ? RemoteDir(node) : "",
                            .remove_dir = role == Role::kDaemon,
                            .ready_files = std::move(ready_files),
-                           .kill_grace = options_.kill_grace};
+                           .kill_grace = options_.kill_grace,
+                           .files = {}};
       remote.env.insert(remote.env.end(), co.env.begin(), co.env.end());
+      ASSIGN_OR_RETURN(remote.files, RemoteCredentials(role, node));
+      ASSIGN_OR_RETURN(std::string payload, RemoteFilesPayload(remote));
+      int stdin_fd = lifeline_[0];
+      if (!payload.empty()) {
+        if (pipe2(own_stdin, O_CLOEXEC) != 0) {
+          return ErrnoStatus(absl::StatusCode::kInternal, errno, "pipe2 (ssh stdin) failed");
+        }
+        remote_stdin_.push_back(own_stdin[1]);
+        // A few KiB into an empty pipe: never blocks.
+        WriteAll(own_stdin[1], payload);
+        stdin_fd = own_stdin[0];
+      }
       co = ChildOptions{
-          .argv = SshArgv(options_.ssh, remote), .env = {}, .netns = "", .stdin_fd = lifeline_[0]};
+          .argv = SshArgv(options_.ssh, remote), .env = {}, .netns = "", .stdin_fd = stdin_fd};
     }
     auto proc = std::make_unique<Proc>(role, index, std::move(name));
     if (Remote(node)) proc->host = node_host_[node];
@@ -263,7 +293,7 @@ class Job {
 
   // Makes the job's throwaway CA and certificates in a private directory of their own (mode
   // 0700, keys 0600; removed at teardown even with --run_dir), so the control plane is mutual TLS.
-  absl::Status MakeCredentials(const std::string& host) {
+  absl::Status MakeCredentials(const std::vector<std::string>& controller_hosts) {
     char tmpl[] = "/tmp/gravacrun-tls-XXXXXX";
     if (mkdtemp(tmpl) == nullptr) {
       return ErrnoStatus(absl::StatusCode::kInternal, errno,
@@ -272,8 +302,10 @@ class Job {
     tls_dir_ = tmpl;
     std::vector<std::string> names;
     for (int n = 0; n < options_.nodes; ++n) names.push_back(NodeName(n));
-    std::vector<std::string> hosts = {host};
-    if (host != "127.0.0.1") hosts.emplace_back("127.0.0.1");
+    std::vector<std::string> hosts = controller_hosts;
+    if (std::find(hosts.begin(), hosts.end(), "127.0.0.1") == hosts.end()) {
+      hosts.emplace_back("127.0.0.1");
+    }
     absl::StatusOr<JobCredentialFiles> files = WriteJobCredentials(tls_dir_, names, hosts);
     if (!files.ok()) {
       return absl::Status(files.status().code(),
@@ -284,12 +316,34 @@ class Job {
   }
 
   // The TLS flags of a process holding certs[i] / keys[i], or --insecure_plaintext without the
-  // job's certificates (jobs over ssh).
+  // job's certificates (hosts over ssh with a controller of the user's). A process on another
+  // host gets none: its certificates travel with it (RemoteCredentials) as GRAVAC_TLS_*.
   std::vector<std::string> SecurityArgs(const std::vector<std::string>& certs,
-                                        const std::vector<std::string>& keys, int i) const {
+                                        const std::vector<std::string>& keys, int i,
+                                        bool remote = false) const {
     if (tls_.ca.empty()) return {"--insecure_plaintext"};
+    if (remote) return {};
     return {StrCat("--tls_cert=", certs[i]), StrCat("--tls_key=", keys[i]),
             StrCat("--tls_ca=", tls_.ca)};
+  }
+
+  // The job's certificate files that a process of `role` on node `node`'s remote host needs, as
+  // the GRAVAC_TLS_* variables the wrapper sets: the CA, and the node's certificate (gravacd) or
+  // gravacctl's (a worker). None without the job's certificates.
+  absl::StatusOr<std::vector<RemoteFile>> RemoteCredentials(Role role, int node) const {
+    if (tls_.ca.empty() || role == Role::kController) return std::vector<RemoteFile>{};
+    const bool daemon = role == Role::kDaemon;
+    const std::string& cert = daemon ? tls_.node_cert[node] : tls_.client_cert;
+    const std::string& key = daemon ? tls_.node_key[node] : tls_.client_key;
+    std::vector<RemoteFile> files;
+    for (const auto& [env, name, path] :
+         {std::tuple<std::string, std::string, std::string>{"GRAVAC_TLS_CA", "ca.crt", tls_.ca},
+          {"GRAVAC_TLS_CERT", "tls.crt", cert},
+          {"GRAVAC_TLS_KEY", "tls.key", key}}) {
+      ASSIGN_OR_RETURN(std::string contents, ReadText(path));
+      files.push_back({.env = env, .name = name, .contents = std::move(contents)});
+    }
+    return files;
   }
 
   // gravac-controller's command line, listening on `port` and serving metrics on `metrics_port`
@@ -328,9 +382,16 @@ class Job {
     });
     const std::string host =
         cluster_ ? cluster_->node_address(0) : wildcard ? (v6 ? "[::]" : "0.0.0.0") : "127.0.0.1";
-    // Over ssh the remote daemons cannot read this machine's files: such jobs stay plain text,
-    // chosen explicitly (logged by every process); a local job is mutual TLS.
-    if (options_.hosts.empty()) RETURN_IF_ERROR(MakeCredentials(host));
+    // Mutual TLS, also over ssh: the remote processes get their certificates through their ssh
+    // channel (RemoteCredentials); the controller's names every address the daemons dial.
+    std::vector<std::string> names = {wildcard ? "127.0.0.1" : host};
+    for (const HostProbe& p : node_probe_) {
+      if (!p.self_address.empty() &&
+          std::find(names.begin(), names.end(), p.self_address) == names.end()) {
+        names.push_back(p.self_address);
+      }
+    }
+    RETURN_IF_ERROR(MakeCredentials(names));
     const std::string port_file = StrCat(run_dir_, "/controller.port");
     const std::string metrics_file = StrCat(run_dir_, "/controller.metrics.port");
     ASSIGN_OR_RETURN(Proc * controller, Start(Role::kController, 0, "controller",
@@ -504,7 +565,7 @@ class Job {
                                        StrCat("--nodes=", options_.nodes)};
       if (!options_.job.name.empty()) argv.push_back(StrCat("--job_name=", options_.job.name));
       if (!options_.job.run_id.empty()) argv.push_back(StrCat("--run_id=", options_.job.run_id));
-      std::vector<std::string> security = SecurityArgs(tls_.node_cert, tls_.node_key, n);
+      std::vector<std::string> security = SecurityArgs(tls_.node_cert, tls_.node_key, n, remote);
       argv.insert(argv.end(), security.begin(), security.end());
       std::vector<std::string> metrics =
           MetricsArgs(remote ? "0.0.0.0" : DaemonHost(n), metrics_files.back());
@@ -591,7 +652,7 @@ class Job {
         if (!controller.empty()) env.emplace_back("GRAVAC_CONTROLLER", controller);
         if (!options_.job.name.empty()) env.emplace_back("GRAVAC_JOB_NAME", options_.job.name);
         if (!options_.job.run_id.empty()) env.emplace_back("GRAVAC_RUN_ID", options_.job.run_id);
-        if (!tls_.ca.empty()) {  // gravacctl from a rank reaches the job's controller
+        if (!tls_.ca.empty() && !Remote(n)) {  // gravacctl from a rank reaches the controller
           env.emplace_back("GRAVAC_TLS_CA", tls_.ca);
           env.emplace_back("GRAVAC_TLS_CERT", tls_.client_cert);
           env.emplace_back("GRAVAC_TLS_KEY", tls_.client_key);
@@ -746,6 +807,8 @@ class Job {
       if (fd >= 0) close(fd);
       fd = -1;
     }
+    for (int fd : remote_stdin_) close(fd);
+    remote_stdin_.clear();
     if (cluster_) {
       absl::Status s = cluster_->Destroy();
       if (!s.ok()) Say(StrCat("removing cluster ", cluster_->name(), ": ", s.ToString()));
@@ -780,6 +843,7 @@ class Job {
   std::vector<std::string> node_host_;  // per node: "" = here, else its host (over ssh)
   std::vector<HostProbe> node_probe_;   // per node over ssh: what the probe learned
   int lifeline_[2] = {-1, -1};          // the ssh children's stdin (ssh_launch.h); we hold [1]
+  std::vector<int> remote_stdin_;       // the write ends of ssh children's own stdin (files)
   std::vector<std::unique_ptr<Proc>> procs_;
   std::string controller_address_;
   std::string controller_host_;

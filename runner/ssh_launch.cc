@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -16,10 +17,34 @@ namespace gravac::runner {
 namespace {
 
 // $1 host (for messages), $2 folder to create, $3 1 = remove it at the end, $4 kill grace in
-// seconds, $5 ready files (space separated), then NAME=VALUE words, "--", the program and its
-// arguments. See ssh_launch.h for what it does and why.
-constexpr char kRemoteWrapper[] = R"sh(host=$1 dir=$2 cleanup=$3 grace=$4 ready=$5; shift 5
+// seconds, $5 ready files (space separated), $6 files to read from stdin, then NAME=VALUE words,
+// "--", the program and its arguments. See ssh_launch.h for what it does and why.
+constexpr char kRemoteWrapper[] = R"sh(host=$1 dir=$2 cleanup=$3 grace=$4 ready=$5 files=$6; shift 6
 while [ "$#" -gt 0 ] && [ "$1" != -- ]; do export "$1" || exit 126; shift; done; shift
+private= pid=
+trap '[ -z "$private" ] || rm -rf "$private"' EXIT
+trap '[ -z "$pid" ] || kill -TERM -"$pid" 2>/dev/null; exit 129' HUP
+trap '[ -z "$pid" ] || kill -TERM -"$pid" 2>/dev/null; exit 143' TERM
+if [ "$files" -gt 0 ]; then
+  mask=$(umask); umask 077
+  if ! private=$(mktemp -d "${TMPDIR:-/tmp}/gravacrun-tls-XXXXXX"); then
+    echo "gravacrun: host $host: cannot make a private folder in ${TMPDIR:-/tmp}" >&2; exit 126
+  fi
+  i=0
+  while [ "$i" -lt "$files" ]; do
+    lines=-1; read -r var name lines || :
+    k=0
+    while [ "$k" -lt "$lines" ] && IFS= read -r line; do
+      printf '%s\n' "$line"; k=$((k + 1))
+    done >"$private/$name"
+    if [ "$lines" -lt 0 ] || [ "$k" != "$lines" ]; then
+      echo "gravacrun: host $host: the job's certificates did not arrive over ssh" >&2; exit 126
+    fi
+    export "$var=$private/$name" || exit 126
+    i=$((i + 1))
+  done
+  umask "$mask"
+fi
 if [ -n "$dir" ] && ! mkdir -p "$dir"; then
   echo "gravacrun: host $host: cannot create $dir" >&2; exit 126
 fi
@@ -29,9 +54,10 @@ fi
 exec 3<&0
 setsid "$@" </dev/null 3<&- &
 pid=$!
-(while read -r _; do :; done
+(trap '' HUP PIPE; while read -r _; do :; done
  kill -TERM -"$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null
- sleep "$grace"; kill -KILL -"$pid" 2>/dev/null) <&3 >/dev/null 2>&1 &
+ sleep "$grace"; kill -KILL -"$pid" 2>/dev/null
+ [ -z "$private" ] || rm -rf "$private") <&3 >/dev/null 2>&1 &
 watch=$!
 exec 3<&-
 waiter=
@@ -136,7 +162,7 @@ std::vector<std::string> SshArgv(const SshOptions& ssh, const RemoteCommand& com
   std::vector<std::string> args = {
       command.host, command.dir, command.remove_dir ? "1" : "0",
       absl::StrFormat("%.3f", absl::ToDoubleSeconds(command.kill_grace)),
-      absl::StrJoin(command.ready_files, " ")};
+      absl::StrJoin(command.ready_files, " "), StrCat(command.files.size())};
   for (const auto& [name, value] : command.env) args.push_back(StrCat(name, "=", value));
   args.push_back("--");
   args.insert(args.end(), command.argv.begin(), command.argv.end());
@@ -144,6 +170,27 @@ std::vector<std::string> SshArgv(const SshOptions& ssh, const RemoteCommand& com
   argv.push_back(command.host);
   argv.push_back(QuotedScript(kRemoteWrapper, "gravacrun-remote", args));
   return argv;
+}
+
+absl::StatusOr<std::string> RemoteFilesPayload(const RemoteCommand& command) {
+  auto word = [](std::string_view w, bool env) {
+    if (w.empty() || (env && absl::ascii_isdigit(w[0]))) return false;
+    return std::all_of(w.begin(), w.end(), [&](char c) {
+      return absl::ascii_isalnum(c) || c == '_' || (!env && (c == '.' || c == '-'));
+    });
+  };
+  std::string payload;
+  for (const RemoteFile& f : command.files) {
+    if (!word(f.env, true) || !word(f.name, false) || f.name == "." || f.name == "..") {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "host '%s': file '%s' for %s: bad name or variable", command.host, f.name, f.env));
+    }
+    std::string text = f.contents;
+    if (text.empty() || text.back() != '\n') text.push_back('\n');
+    payload += StrCat(f.env, " ", f.name, " ", std::count(text.begin(), text.end(), '\n'), "\n",
+                      text);
+  }
+  return payload;
 }
 
 absl::StatusOr<std::vector<HostProbe>> ProbeHosts(

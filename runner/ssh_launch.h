@@ -22,6 +22,17 @@
 // for the listed "ready files" and prints one line "@gravacrun-ready [PORT...]" (the contents of
 // the non-socket files) on stderr, which the launcher takes out of the output (TakeReadyLine).
 //
+// Files (the job's certificates). A RemoteCommand may carry files that the wrapper writes on the
+// host before the program starts: they travel inside the ssh channel, on the ssh child's stdin
+// ahead of the lifeline (RemoteFilesPayload: a line "VAR NAME LINES", then LINES lines of text, per
+// file), never on a command line that `ps` shows. The wrapper makes a private folder (mktemp -d,
+// mode 0700, under $TMPDIR or /tmp), writes each file there with mode 0600, exports VAR as its path
+// (so GRAVAC_TLS_CERT and friends point at it) and removes the folder when the program ends, on
+// SIGHUP/SIGTERM to the wrapper, and when the lifeline closes (the stdin watcher, which ignores
+// SIGHUP and SIGPIPE, removes it after stopping the program: a wrapper whose ssh connection was
+// cut may not live to). Files that do not arrive in full fail the process (exit 126) with a
+// message naming the host.
+//
 // Probe. Before starting anything, gravacrun runs one short ssh per remote host, all in
 // parallel: it learns the address the host sees gravacrun's machine at ($SSH_CLIENT; the daemons
 // there reach the controller on it) and where gravacd is on that host. A host that cannot be
@@ -48,6 +59,13 @@ struct SshOptions {
   absl::Duration connect_timeout = absl::Seconds(10);
 };
 
+// A text file (PEM) that the wrapper writes on the host (Files above).
+struct RemoteFile {
+  std::string env;       // exported as the file's path on the host, e.g. GRAVAC_TLS_KEY
+  std::string name;      // its name in the private folder: letters, digits, '.', '_', '-'
+  std::string contents;  // text; a missing final newline is added
+};
+
 // One process to run on `host`.
 struct RemoteCommand {
   std::string host;
@@ -57,6 +75,7 @@ struct RemoteCommand {
   bool remove_dir = false;                                   // removed when the program ends
   std::vector<std::string> ready_files;                      // see Readiness above
   absl::Duration kill_grace = absl::Seconds(3);              // SIGTERM -> SIGKILL on the host
+  std::vector<RemoteFile> files;                             // see Files above
 };
 
 // Quotes one word for a POSIX shell ('...' with ' written '\'').
@@ -64,6 +83,10 @@ std::string ShellQuote(std::string_view word);
 
 // The local argv that runs `command` on its host: ssh [options] host 'sh -c WRAPPER ...'.
 std::vector<std::string> SshArgv(const SshOptions& ssh, const RemoteCommand& command);
+
+// What the ssh child's stdin must carry before the lifeline: `command`'s files (empty without
+// any). InvalidArgument naming the file for a bad variable or file name.
+absl::StatusOr<std::string> RemoteFilesPayload(const RemoteCommand& command);
 
 // What the probe learned about a host.
 struct HostProbe {

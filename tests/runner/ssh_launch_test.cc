@@ -1,6 +1,6 @@
 // The ssh command line, and the remote wrapper run for real through a local `sh -c` (what sshd
-// would run): exit codes, exported variables, a missing program, the ready line, and the teardown
-// when its stdin (the ssh channel) closes. tests/runner/ssh_netns_test.cc runs it over real ssh.
+// would run): exit codes, exported variables, a missing program, the ready line, files sent on its
+// stdin (private, removed at the end), and the teardown when its stdin (the ssh channel) closes. tests/runner/ssh_netns_test.cc runs it over real ssh.
 #include "runner/ssh_launch.h"
 
 #include <fcntl.h>
@@ -15,6 +15,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "core/testing/status_matchers.h"
 #include "gmock/gmock.h"
@@ -163,6 +164,85 @@ TEST(SshLaunchTest, WrapperReportsReadyFilesAndRemovesItsFolder) {
   EXPECT_EQ(r.status.exit_code, 0) << r.err;
   EXPECT_EQ(r.err, "@gravacrun-ready 4321\n");
   EXPECT_FALSE(std::filesystem::exists(dir));
+}
+
+// Files sent ahead of the lifeline: written 0600 into a private 0700 folder under $TMPDIR, their
+// paths exported, the folder gone when the program ends.
+TEST(SshLaunchTest, WrapperWritesFilesFromStdinPrivatelyAndRemovesThem) {
+  TempDir tmp;
+  const std::string pem = "-----BEGIN PRIVATE KEY-----\nMIGH 'quoted' $HOME \\n\n-----END PRIVATE KEY-----\n";
+  RemoteCommand c = Command(
+      "h1", {"sh", "-c",
+             "stat -c '%a' \"$(dirname \"$KEY\")\" \"$KEY\" \"$CA\"; cat \"$KEY\" \"$CA\"; "
+             "dirname \"$KEY\" >&2"});
+  c.env = {{"TMPDIR", tmp.path()}};
+  c.files = {{.env = "KEY", .name = "node.key", .contents = pem},
+             {.env = "CA", .name = "ca.crt", .contents = "no final newline"}};
+  ASSERT_OK_AND_ASSIGN(std::string payload, RemoteFilesPayload(c));
+  EXPECT_THAT(payload, ::testing::StartsWith("KEY node.key 3\n-----BEGIN"));
+  int writer = -1;
+  ASSERT_OK_AND_ASSIGN(netemu::Process p, RunWrapper(c, &writer));
+  ASSERT_EQ(write(writer, payload.data(), payload.size()), static_cast<ssize_t>(payload.size()));
+  ASSERT_OK_AND_ASSIGN(netemu::CommandResult r, p.Collect(absl::Seconds(20)));
+  close(writer);
+  ASSERT_EQ(r.status.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, absl::StrCat("700\n600\n600\n", pem, "no final newline\n"));
+  const std::string folder(absl::StripAsciiWhitespace(r.err));
+  EXPECT_THAT(folder, ::testing::StartsWith(tmp.path() + "/gravacrun-tls-"));
+  EXPECT_FALSE(std::filesystem::exists(folder));
+  EXPECT_TRUE(std::filesystem::is_empty(tmp.path()));
+}
+
+// The private folder goes also when the lifeline closes (ssh gone) under a running program.
+TEST(SshLaunchTest, WrapperRemovesItsFilesWhenItsStdinCloses) {
+  TempDir tmp;
+  RemoteCommand c = Command("h1", {"/bin/sh", "-c", "echo started; sleep 300 & wait"});
+  c.env = {{"TMPDIR", tmp.path()}};
+  c.kill_grace = absl::Seconds(1);
+  c.files = {{.env = "KEY", .name = "tls.key", .contents = "secret\n"}};
+  ASSERT_OK_AND_ASSIGN(std::string payload, RemoteFilesPayload(c));
+  int writer = -1;
+  ASSERT_OK_AND_ASSIGN(netemu::Process p, RunWrapper(c, &writer));
+  ASSERT_EQ(write(writer, payload.data(), payload.size()), static_cast<ssize_t>(payload.size()));
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (std::filesystem::is_empty(tmp.path()) && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_FALSE(std::filesystem::is_empty(tmp.path()));
+  absl::SleepFor(absl::Milliseconds(200));
+  close(writer);
+  ASSERT_OK_AND_ASSIGN(netemu::CommandResult r, p.Collect(absl::Seconds(20)));
+  EXPECT_TRUE(std::filesystem::is_empty(tmp.path())) << r.err;
+}
+
+// Files that stop short (ssh lost mid-way) fail the process naming the host, and leave nothing.
+TEST(SshLaunchTest, WrapperFailsOnFilesThatDoNotArriveInFull) {
+  TempDir tmp;
+  RemoteCommand c = Command("h1", {"/bin/true"});
+  c.env = {{"TMPDIR", tmp.path()}};
+  c.files = {{.env = "KEY", .name = "node.key", .contents = "a\nb\nc\n"}};
+  int writer = -1;
+  ASSERT_OK_AND_ASSIGN(netemu::Process p, RunWrapper(c, &writer));
+  const std::string partial = "KEY node.key 3\na\n";
+  ASSERT_EQ(write(writer, partial.data(), partial.size()), static_cast<ssize_t>(partial.size()));
+  close(writer);
+  ASSERT_OK_AND_ASSIGN(netemu::CommandResult r, p.Collect(absl::Seconds(20)));
+  EXPECT_EQ(r.status.exit_code, 126);
+  EXPECT_THAT(r.err, HasSubstr("gravacrun: host h1: the job's certificates did not arrive"));
+  EXPECT_TRUE(std::filesystem::is_empty(tmp.path()));
+}
+
+TEST(SshLaunchTest, FilesWithBadNamesAreRefused) {
+  for (RemoteFile f : {RemoteFile{.env = "A B", .name = "x", .contents = ""},
+                       RemoteFile{.env = "1A", .name = "x", .contents = ""},
+                       RemoteFile{.env = "A", .name = "../x", .contents = ""},
+                       RemoteFile{.env = "A", .name = "..", .contents = ""}}) {
+    RemoteCommand c = Command("h1", {"/bin/true"});
+    c.files = {f};
+    EXPECT_THAT(RemoteFilesPayload(c).status(),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("host 'h1'")))
+        << f.env << " " << f.name;
+  }
 }
 
 // End of file on the wrapper's stdin (ssh gone) stops the program's whole process group, with

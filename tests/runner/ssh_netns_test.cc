@@ -2,7 +2,9 @@
 // nodes 0 and 1 each run Debian's sshd on their own address with a host key and an authorized
 // key this test makes; node 2 runs none. gravacrun runs in the test's own namespace and reaches the
 // nodes by ssh only (-H NODE0:2,NODE1:2): a 2-node x 2-worker digits training job finishes with
-// identical replicas; an unreachable host, a host that refuses ssh and a host without gravacd fail
+// identical replicas over mutual TLS, each remote daemon and worker holding the job's certificates
+// that came through its ssh channel (0600 files in a private 0700 folder under the remote
+// $TMPDIR, removed at the end, also after SIGINT); an unreachable host, a host that refuses ssh and a host without gravacd fail
 // within seconds naming the host; SIGINT to gravacrun leaves no process of the job in the
 // namespaces. Needs root, sshd and ssh-keygen; skips otherwise.
 #include <arpa/inet.h>
@@ -12,9 +14,11 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -32,6 +36,7 @@ namespace gravac::runner {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr int kSshPort = 2222;
 
@@ -45,6 +50,15 @@ bool CanConnect(const std::string& address, int port) {
   const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0;
   close(fd);
   return ok;
+}
+
+// Every path under `dir`.
+std::vector<std::string> Listing(const std::string& dir) {
+  std::vector<std::string> paths;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    paths.push_back(e.path().string());
+  }
+  return paths;
 }
 
 class SshNetnsTest : public ::testing::Test {
@@ -172,9 +186,13 @@ TEST_F(SshNetnsTest, TwoHostsTrainDigitsWithIdenticalReplicas) {
   if (!netemu::RunCommand({PYTHON_BIN, "-c", "import sklearn, torch"}, {}).value().status.success()) {
     GTEST_SKIP() << "python3-sklearn or python3-torch missing";
   }
+  // The hosts' temporary folder (their $TMPDIR): the shipped certificates go there.
+  const std::string remote_tmp = *dir_ + "/remote-tmp-digits";
+  std::filesystem::create_directories(remote_tmp);
   std::vector<std::string> argv = Gravacrun(
       {"-H", absl::StrCat(Node(0), ":2,", Node(1), ":2"), "-x",
-       absl::StrCat("PYTHONPATH=", PYTHONPATH_DIR), "-x", "OMP_NUM_THREADS=1", "--compressor",
+       absl::StrCat("PYTHONPATH=", PYTHONPATH_DIR), "-x", "OMP_NUM_THREADS=1", "-x",
+       absl::StrCat("TMPDIR=", remote_tmp), "--compressor",
        "topk", "--theta_min", "10", "--theta_max", "100", "--window", "5", "--eval_steps", "15"},
       {PYTHON_BIN, TRAIN_DIGITS, "--mode", "gravac", "--theta-max", "100", "--window", "5",
        "--eval-steps", "15", "--epochs", "2", "--hidden", "128", "64", "--lr", "0.05",
@@ -194,6 +212,17 @@ TEST_F(SshNetnsTest, TwoHostsTrainDigitsWithIdenticalReplicas) {
   }
   EXPECT_EQ(ranks, 4) << r.out;
   EXPECT_EQ(digests.size(), 1u) << "replicas differ:\n" << r.out;
+  // Mutual TLS across hosts: each daemon joined with the node certificate its ssh channel
+  // brought (a file under the host's $TMPDIR, not gravacrun's), and the folder is gone.
+  for (int node = 0; node < 2; ++node) {
+    EXPECT_THAT(r.err, ::testing::ContainsRegex(absl::StrCat(
+                           "\\[gravacd ", node, "\\] [^\n]*joined controller [^\n]* as node ",
+                           node, " of 2 over mutual TLS \\(certificate ", remote_tmp,
+                           "/gravacrun-tls-[A-Za-z0-9]+/tls\\.crt")))
+        << r.err;
+  }
+  EXPECT_THAT(r.err + r.out, Not(HasSubstr("INSECURE")));
+  EXPECT_THAT(Listing(remote_tmp), ::testing::IsEmpty());
   const size_t done = r.out.find("[rank 0] done:");
   std::printf("%s; %d ranks on 2 hosts, parameters sha256 %s on every rank\n",
               done == std::string::npos ? "" : r.out.substr(done, r.out.find('\n', done) - done).c_str(),
@@ -237,10 +266,17 @@ TEST_F(SshNetnsTest, BadHostsFailFastNamingTheHost) {
 
 TEST_F(SshNetnsTest, SigintTearsDownEveryHost) {
   const std::string marks = *dir_ + "/started";
+  const std::string remote_tmp = *dir_ + "/remote-tmp-sigint";
   std::filesystem::create_directories(marks);
+  std::filesystem::create_directories(remote_tmp);
+  // Each worker records the modes of its certificate folder and key, then waits.
   std::vector<std::string> argv = Gravacrun(
-      {"-H", absl::StrCat(Node(0), ":2,", Node(1), ":2"), "--kill_grace_s", "1"},
-      {"/bin/sh", "-c", absl::StrCat("touch ", marks, "/$GRAVAC_RANK; sleep 300 & wait")});
+      {"-H", absl::StrCat(Node(0), ":2,", Node(1), ":2"), "--kill_grace_s", "1", "-x",
+       absl::StrCat("TMPDIR=", remote_tmp)},
+      {"/bin/sh", "-c",
+       absl::StrCat("stat -c %a \"$(dirname \"$GRAVAC_TLS_KEY\")\" \"$GRAVAC_TLS_KEY\" > ", marks,
+                    "/$GRAVAC_RANK.tmp; mv ", marks, "/$GRAVAC_RANK.tmp ", marks,
+                    "/$GRAVAC_RANK; sleep 300 & wait")});
   ASSERT_OK_AND_ASSIGN(netemu::Process job,
                        netemu::Process::Spawn(argv, {.netns = "", .env = {},
                                                      .output = netemu::OutputMode::kCapture}));
@@ -253,6 +289,16 @@ TEST_F(SshNetnsTest, SigintTearsDownEveryHost) {
   while (started() < 4 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(100));
   ASSERT_EQ(started(), 4);
   ASSERT_FALSE(JobProcesses().empty());  // gravacd and the workers run in the namespaces
+  for (int rank = 0; rank < 4; ++rank) {
+    std::ifstream in(absl::StrCat(marks, "/", rank));
+    std::stringstream modes;
+    modes << in.rdbuf();
+    EXPECT_EQ(modes.str(), "700\n600\n") << "rank " << rank;
+  }
+  // Two daemons' and four workers' private folders while the job runs.
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(remote_tmp),
+                          std::filesystem::directory_iterator()),
+            6);
   const absl::Time sent = absl::Now();
   ASSERT_THAT(job.Signal(SIGINT), IsOk());
   ASSERT_OK_AND_ASSIGN(netemu::CommandResult r, job.Collect(absl::Seconds(30)));
@@ -264,6 +310,7 @@ TEST_F(SshNetnsTest, SigintTearsDownEveryHost) {
     left = JobProcesses();
   }
   EXPECT_THAT(left, ::testing::IsEmpty()) << absl::StrJoin(left, "\n");
+  EXPECT_THAT(Listing(remote_tmp), ::testing::IsEmpty());
   std::printf("SIGINT to nothing left on any host: %.1f s\n",
               absl::ToDoubleSeconds(absl::Now() - sent));
 }
