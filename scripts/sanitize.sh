@@ -22,7 +22,7 @@ asan_tests=(${GRAVAC_ASAN_TESTS:-core_ipc_test core_settings_test core_thread_po
   engine_compress_test collectives_reduce_test transport_loopback_test client_test
   controller_coordinator_test})
 tsan_tests=(${GRAVAC_TSAN_TESTS:-core_mutex_test core_thread_pool_test core_background_call_test
-  daemon_local_test engine_test transport_loopback_test})
+  daemon_local_test engine_test transport_loopback_test collectives_reduce_test})
 
 # run_kind DIR SANITIZE TESTS...: configure, build the test targets, run them with CTest.
 run_kind() {
