@@ -217,3 +217,34 @@ def test_daemon_refuses_bad_process_sets():
             _raw_allreduce("raw.differ", torch.ones(2), ranks).wait()
     hvd.barrier()
     assert hvd.allreduce(torch.ones(1), op=hvd.Sum, name="after.bad").item() == n
+
+
+def test_sync_batch_norm_on_a_set_uses_the_set_batches_only():
+    n, r = hvd.size(), hvd.rank()
+    ranks = list(range((n + 1) // 2))  # the lower half: one node at 4 ranks
+    ps = hvd.add_process_set(ranks) if len(ranks) < n else hvd.global_process_set
+
+    def batch(q):  # rank q's batch: q + 2 rows of 3 channels, distinct per rank
+        return (torch.arange(3.0 * (q + 2), dtype=torch.float64).reshape(q + 2, 3) * (q + 1)
+                + q) / 7.0
+
+    sync = hvd.SyncBatchNorm(3, momentum=0.3, process_set=ps).double()
+    if not ps.included():
+        with pytest.raises(ValueError, match=r"rank %d is not in it" % r):
+            sync(batch(r))
+    else:
+        ref = torch.nn.BatchNorm1d(3, momentum=0.3).double()
+        x = batch(r).requires_grad_()
+        y = sync(x)
+        (y * y).sum().backward()
+        xs = [batch(q).requires_grad_() for q in ranks]
+        ys = ref(torch.cat(xs))
+        (ys * ys).sum().backward()
+        offset = sum(q + 2 for q in ranks if q < r)
+        torch.testing.assert_close(y, ys[offset:offset + r + 2], rtol=1e-10, atol=1e-10)
+        torch.testing.assert_close(x.grad, xs[ranks.index(r)].grad, rtol=1e-9, atol=1e-9)
+        torch.testing.assert_close(sync.running_mean, ref.running_mean, rtol=1e-10, atol=1e-12)
+        torch.testing.assert_close(sync.running_var, ref.running_var, rtol=1e-10, atol=1e-12)
+    hvd.barrier()
+    if ps is not hvd.global_process_set:
+        assert hvd.remove_process_set(ps)

@@ -6,7 +6,9 @@ summed in one allreduce. The running statistics take the unbiased variance (N / 
 the module's momentum, as torch's BatchNorm. Backward needs two more job-wide sums per channel
 (of dy and of dy·x̂), so the input gradient is that of the job's total loss; the weight and bias
 gradients are this rank's own (DistributedOptimizer averages them, as Horovod's). In eval mode
-or with one rank it is a plain BatchNorm.
+or with one rank it is a plain BatchNorm. With ``process_set=`` (Horovod's argument) the
+statistics span the batches of that set's ranks only; a rank outside the set refuses to train
+with it (ValueError naming the set), as every collective on a set refuses a non-member.
 
 Thread-safety: like any torch module.
 """
@@ -16,6 +18,7 @@ import torch.nn.functional as F
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from gravac.torch import mpi_ops
+from gravac.torch.process_sets import global_process_set
 
 
 def _channel_view(x):
@@ -29,12 +32,12 @@ def _broadcastable(v, x):
 
 class _SyncBatchNormFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, weight, bias, eps, running_mean, running_var, momentum):
+    def forward(ctx, x, weight, bias, eps, running_mean, running_var, momentum, process_set):
         xc = _channel_view(x.detach()).double()
         count = xc.shape[1]
         local = torch.cat([torch.tensor([float(count)], dtype=torch.float64), xc.sum(1),
                            (xc * xc).sum(1)])
-        total = mpi_ops.allreduce(local, op=mpi_ops.Sum)
+        total = mpi_ops.allreduce(local, op=mpi_ops.Sum, process_set=process_set)
         channels = x.shape[1]
         n = total[0]
         mean = total[1:1 + channels] / n
@@ -53,6 +56,7 @@ class _SyncBatchNormFunction(torch.autograd.Function):
             y = y + _broadcastable(bias.detach().double(), x)
         ctx.save_for_backward(xhat, invstd, w)
         ctx.n = n
+        ctx.process_set = process_set
         ctx.has_weight = weight is not None
         ctx.has_bias = bias is not None
         return y.to(x.dtype)
@@ -64,18 +68,25 @@ class _SyncBatchNormFunction(torch.autograd.Function):
         sum_dy = _channel_view(dyd).sum(1)
         sum_dy_xhat = _channel_view(dyd * xhat).sum(1)
         channels = sum_dy.numel()
-        total = mpi_ops.allreduce(torch.cat([sum_dy, sum_dy_xhat]), op=mpi_ops.Sum)
+        total = mpi_ops.allreduce(torch.cat([sum_dy, sum_dy_xhat]), op=mpi_ops.Sum,
+                                  process_set=ctx.process_set)
         g_dy, g_dy_xhat = total[:channels], total[channels:]
         n = ctx.n
         dx = _broadcastable(w * invstd, dy) * (
             dyd - _broadcastable(g_dy / n, dy) - xhat * _broadcastable(g_dy_xhat / n, dy))
         dweight = sum_dy_xhat.to(dy.dtype) if ctx.has_weight else None
         dbias = sum_dy.to(dy.dtype) if ctx.has_bias else None
-        return dx.to(dy.dtype), dweight, dbias, None, None, None, None
+        return dx.to(dy.dtype), dweight, dbias, None, None, None, None, None
 
 
 class SyncBatchNorm(_BatchNorm):
-    """torch.nn.BatchNorm{1,2,3}d whose batch statistics span every rank (see module doc)."""
+    """torch.nn.BatchNorm{1,2,3}d whose batch statistics span every rank, or the ranks of
+    `process_set` (see module doc)."""
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
+                 track_running_stats=True, process_set=global_process_set):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats)
+        self.process_set = process_set
 
     def _check_input_dim(self, input):  # noqa: A002 (torch's name)
         if input.dim() < 2:
@@ -85,7 +96,12 @@ class SyncBatchNorm(_BatchNorm):
         self._check_input_dim(input)
         if self.training and self.track_running_stats:
             self.num_batches_tracked.add_(1)
-        if not self.training or mpi_ops.size() == 1:
+        ps = self.process_set
+        if self.training and not ps.included():
+            raise ValueError("SyncBatchNorm on process set %s: rank %d is not in it, so it "
+                             "cannot train with statistics over that set's batches"
+                             % (ps.ranks, mpi_ops.rank()))
+        if not self.training or ps.size() == 1:
             momentum = self.momentum if self.momentum is not None else (
                 1.0 / float(self.num_batches_tracked))
             return F.batch_norm(input, self.running_mean, self.running_var, self.weight,
@@ -94,4 +110,4 @@ class SyncBatchNorm(_BatchNorm):
         momentum = self.momentum if self.momentum is not None else (
             1.0 / float(self.num_batches_tracked))
         return _SyncBatchNormFunction.apply(input, self.weight, self.bias, self.eps,
-                                            self.running_mean, self.running_var, momentum)
+                                            self.running_mean, self.running_var, momentum, ps)
