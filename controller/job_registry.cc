@@ -58,13 +58,13 @@ absl::StatusOr<std::shared_ptr<Coordinator>> JobRegistry::ForJoin(const JobId& r
   if (shut_down_) return absl::UnavailableError("join: the controller is shutting down");
   auto it = jobs_.find(id);
   if (it != jobs_.end() && it->second.ended.has_value()) {
-    return absl::FailedPreconditionError(absl::StrFormat(
+    return absl::AlreadyExistsError(absl::StrFormat(
         "%s ended at %s%s; a rerun needs a new run id", id.ToString(),
         absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", *it->second.ended, absl::UTCTimeZone()),
         it->second.abandoned ? " (abandoned: no daemon stayed connected)" : ""));
   }
   if (it == jobs_.end() && ended_ids_.count(id) > 0) {
-    return absl::FailedPreconditionError(
+    return absl::AlreadyExistsError(
         absl::StrFormat("%s already ended; a rerun needs a new run id", id.ToString()));
   }
   const int want = nodes > 0 ? nodes : options_.coordinator.nodes;

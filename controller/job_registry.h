@@ -74,7 +74,8 @@ class JobRegistry {
   ~JobRegistry();  // Shutdown()
 
   // The Coordinator a Join of `id` goes to, created when the job is new. `nodes` (0 = the
-  // default) must match the job's once it exists. FailedPrecondition for a run id that ended,
+  // default) must match the job's once it exists. AlreadyExists for a run id that ended (a
+  // refusal: the worker's C API reports GRAVAC_ERR_REFUSED),
   // InvalidArgument for a malformed id or a node count that disagrees, Unavailable after
   // Shutdown. Every message names the job.
   absl::StatusOr<std::shared_ptr<Coordinator>> ForJoin(const JobId& id, int nodes);

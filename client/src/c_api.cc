@@ -55,6 +55,10 @@ gravac_status FromStatus(const absl::Status& s) {
       return GRAVAC_ERR_MISMATCH;
     case absl::StatusCode::kCancelled:
       return GRAVAC_ERR_SHUTDOWN;
+    case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kResourceExhausted:
+    case absl::StatusCode::kAlreadyExists:
+      return GRAVAC_ERR_REFUSED;
     default:
       return GRAVAC_ERR_INTERNAL;
   }
@@ -490,6 +494,8 @@ const char* gravac_status_string(gravac_status status) {
       return "GRAVAC_ERR_SHUTDOWN";
     case GRAVAC_ERR_PENDING:
       return "GRAVAC_ERR_PENDING";
+    case GRAVAC_ERR_REFUSED:
+      return "GRAVAC_ERR_REFUSED";
   }
   return "GRAVAC_ERR_UNKNOWN";
 }

@@ -6,8 +6,10 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "core/job_id.h"
 #include "core/testing/status_matchers.h"
 #include "daemon/collectives/reduce.h"
 #include "gmock/gmock.h"
@@ -322,6 +324,36 @@ TEST_F(CApiTest, NoDaemonIsUnavailableWithinTheConnectTimeout) {
   EXPECT_EQ(gravac_init_with_config(&c, &ctx, error, sizeof(error)), GRAVAC_ERR_UNAVAILABLE);
   EXPECT_LT(absl::Now() - start, absl::Seconds(3));
   EXPECT_THAT(std::string(error), HasSubstr("no daemon listening"));
+  EXPECT_EQ(ctx, nullptr);
+}
+
+// A daemon that refuses the worker's job (here: a one-job gravacd serving another job; gravacd
+// --serve_jobs refuses likewise for --jobs, --slots and a run id, tests/daemon/
+// gravacd_service_test.py) fails gravac_init with GRAVAC_ERR_REFUSED, naming the job and the node.
+TEST(CApiRefusalTest, AJobTheDaemonDoesNotServeIsRefused) {
+  daemon::testing::TempDir dir;
+  daemon::WorkerServerOptions o;
+  o.socket_path = dir.socket();
+  o.node_name = "node-7";
+  o.job = JobId{"served", "r1"};
+  absl::StatusOr<std::unique_ptr<daemon::WorkerServer>> server = daemon::WorkerServer::Start(o);
+  ASSERT_TRUE(server.ok()) << server.status();
+  FakeEngine engine(1);
+  (*server)->Serve(engine.Sink(), engine.OnFailure());
+  const std::vector<std::pair<std::string, std::string>> env = {
+      {"GRAVAC_RANK", "0"},         {"GRAVAC_SIZE", "1"},
+      {"GRAVAC_LOCAL_RANK", "0"},   {"GRAVAC_LOCAL_SIZE", "1"},
+      {"GRAVAC_DAEMON_SOCKET", dir.socket()}, {"GRAVAC_CONNECT_TIMEOUT_S", "5"},
+      {"GRAVAC_JOB_NAME", "other"}, {"GRAVAC_RUN_ID", "r2"}};
+  for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
+  gravac_context* ctx = nullptr;
+  char error[512];
+  const gravac_status st = gravac_init_verbose(&ctx, error, sizeof(error));
+  for (const auto& [name, value] : env) ::unsetenv(name.c_str());
+  EXPECT_EQ(st, GRAVAC_ERR_REFUSED) << gravac_status_string(st) << ": " << error;
+  EXPECT_STREQ(gravac_status_string(st), "GRAVAC_ERR_REFUSED");
+  EXPECT_THAT(std::string(error), HasSubstr("job 'other' run 'r2'"));
+  EXPECT_THAT(std::string(error), HasSubstr("node 'node-7'"));
   EXPECT_EQ(ctx, nullptr);
 }
 

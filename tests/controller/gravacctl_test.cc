@@ -353,7 +353,7 @@ TEST(Gravacctl, OneControllerServesSeveralJobs) {
   EXPECT_TRUE(ended);
   EXPECT_THAT(RunCommand(ctl + "status --job alpha").output, HasSubstr("run r1, ended"));
   auto [again, again_joined] = join("alpha", "r1");
-  EXPECT_EQ(again_joined.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(again_joined.code(), absl::StatusCode::kAlreadyExists);
   EXPECT_THAT(again_joined.message(), HasSubstr("node 'node-0'"));
   EXPECT_THAT(again_joined.message(), HasSubstr("job 'alpha' run 'r1' ended"));
   run(*b, "beta", 3, 5);

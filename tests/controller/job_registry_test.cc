@@ -89,7 +89,7 @@ TEST(JobRegistryTest, AnEndedRunIsRefusedAndForgottenAfterRetention) {
   ASSERT_OK_AND_ASSIGN(ended, jobs->Leave({"a", "1"}, 1));
   EXPECT_TRUE(ended);
   EXPECT_THAT(jobs->ForJoin({"a", "1"}, 2),
-              StatusIs(absl::StatusCode::kFailedPrecondition,
+              StatusIs(absl::StatusCode::kAlreadyExists,
                        AllOf(HasSubstr("job 'a' run '1' ended"), HasSubstr("new run id"))));
   EXPECT_THAT(jobs->Find({"a", "1"}), StatusIs(absl::StatusCode::kFailedPrecondition));
   ASSERT_OK_AND_ASSIGN(JobSummaryInfo s, jobs->Status("a", ""));
@@ -107,7 +107,7 @@ TEST(JobRegistryTest, AnEndedRunIsRefusedAndForgottenAfterRetention) {
   ASSERT_THAT(left, SizeIs(1));
   EXPECT_EQ(left[0].id.name, "b");
   EXPECT_THAT(jobs->ForJoin({"a", "1"}, 2),
-              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("already ended")));
+              StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("already ended")));
   EXPECT_THAT(jobs->ForJoin({"a", "2"}, 2), IsOk());
 }
 
@@ -124,7 +124,7 @@ TEST(JobRegistryTest, AJobWithoutAnyDaemonConnectedIsAbandoned) {
   ASSERT_OK_AND_ASSIGN(s, jobs->Status("b", "1"));
   EXPECT_EQ(s.state, JobState::kEnded);
   EXPECT_THAT(jobs->ForJoin({"b", "1"}, 1),
-              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("abandoned")));
+              StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("abandoned")));
 }
 
 }  // namespace

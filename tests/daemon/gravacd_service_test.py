@@ -13,12 +13,12 @@ and the node's socket, and nothing else started for the job. Scenarios:
                 after they end runs on the same daemons, which were never restarted (the socket's
                 SO_PEERCRED pid is the same before and after, and the processes are still ours).
   ended_run_id  a job rerun with the run id the controller already ended fails on its workers
-                with an error naming the job, the node and the ended run, while a job started
+                with an error naming the job, the node and the ended run (GRAVAC_ERR_REFUSED), while a job started
                 before it keeps running to the end.
   refusals      daemons serving --jobs alpha,beta with --slots 2 and a data port range of one
                 port: a worker of job gamma (not served), a job needing more slots than are free,
                 a second group claiming alpha's slots, and a job finding the port range exhausted
-                each fail with a clear error naming the job and the node, while alpha trains to
+                each fail with a clear error naming the job and the node (GRAVAC_ERR_REFUSED), while alpha trains to
                 the end; then the daemons are idle and still serving.
 
 Usage: gravacd_service_test.py SCENARIO --netemu BIN --controller BIN --gravacd BIN --worker BIN
@@ -278,7 +278,8 @@ def scenario_ended_run_id(cluster):
     short = Job(cluster, "short", "r7", per_node=1, steps=12, seed=3)
     short.check_trained()
     rerun = Job(cluster, "short", "r7", per_node=1, steps=12, seed=3, tag="-rerun")
-    out = rerun.check_refused("job 'short' run 'r7'", "node 'svc-n", "ended")
+    out = rerun.check_refused("job 'short' run 'r7'", "node 'svc-n", "ended",
+                              "GRAVAC_ERR_REFUSED")
     check(long.running(), "the long job ended before the rerun was refused; lengthen it")
     long_steps = long.started_steps()
     long.check_trained()
@@ -301,18 +302,21 @@ def scenario_refusals(cluster):
     seen = []
     gamma = Job(cluster, "gamma", "r1", per_node=1, steps=5, seed=1, nodes=(1,), size=2)
     seen.append(first_error(gamma.check_refused(
-        "node 'svc-n1'", "job 'gamma' run 'r1'", "does not serve job 'gamma'")))
+        "node 'svc-n1'", "job 'gamma' run 'r1'", "does not serve job 'gamma'",
+        "GRAVAC_ERR_REFUSED")))
     wide = Job(cluster, "beta", "r1", per_node=2, steps=5, seed=1, nodes=(1,), size=4)
     seen.append(first_error(wide.check_refused(
-        "node 'svc-n1'", "job 'beta' run 'r1'", "needs 2 worker slots", "held by job 'alpha'")))
+        "node 'svc-n1'", "job 'beta' run 'r1'", "needs 2 worker slots", "held by job 'alpha'",
+        "GRAVAC_ERR_REFUSED")))
     twin = Job(cluster, "alpha", "r1", per_node=1, steps=5, seed=1, nodes=(1,), size=2,
                tag="-twin")
     seen.append(first_error(twin.check_refused(
-        "node 'svc-n1'", "job 'alpha' run 'r1'", "already has its 1 workers")))
+        "node 'svc-n1'", "job 'alpha' run 'r1'", "already has its 1 workers",
+        "GRAVAC_ERR_REFUSED")))
     ports = Job(cluster, "beta", "r2", per_node=1, steps=5, seed=1)
     seen.append(first_error(ports.check_refused(
         "job 'beta' run 'r2'", "node 'svc-n", "port range %d-%d is exhausted"
-        % (DATA_PORT, DATA_PORT))))
+        % (DATA_PORT, DATA_PORT), "GRAVAC_ERR_REFUSED")))
     check(alpha.running(), "alpha ended before the refusals were done; lengthen it")
     alpha.check_trained()
     for line in seen:

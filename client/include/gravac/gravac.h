@@ -57,7 +57,14 @@ typedef enum {
   GRAVAC_ERR_MISMATCH = 4,     /* ranks disagree on a tensor's name, kind, dtype, shape, op... */
   GRAVAC_ERR_INTERNAL = 5,     /* anything else (the message says what) */
   GRAVAC_ERR_SHUTDOWN = 6,     /* the context is shutting down or the daemon stopped */
-  GRAVAC_ERR_PENDING = 7       /* the request has not completed yet (gravac_result_info_get) */
+  GRAVAC_ERR_PENDING = 7,      /* the request has not completed yet (gravac_result_info_get) */
+  GRAVAC_ERR_REFUSED = 8       /* the daemon or controller refused this worker's job: a job the
+                                * daemon does not serve (--jobs), no free worker slots, a group
+                                * claiming slots the job already holds, a run id that already
+                                * ended, an exhausted data-port range, a socket the user may not
+                                * use; the message names the job and the node. Retrying the same
+                                * job unchanged does not help (a new run id, another node or
+                                * free slots do). */
 } gravac_status;
 
 typedef enum {

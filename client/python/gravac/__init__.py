@@ -10,12 +10,14 @@ API for PyTorch. The extension module ``gravac._gravac`` is the thin binding of 
 
 Errors of the C API and the daemon are raised as :class:`GravacError` (a RuntimeError) whose
 message is the daemon's (it names the rank, tensor and field) and whose ``status`` attribute is
-the C status name, e.g. ``"GRAVAC_ERR_MISMATCH"``.
+the C status name, e.g. ``"GRAVAC_ERR_MISMATCH"``. Its subclass :class:`JobRefusedError`
+(``"GRAVAC_ERR_REFUSED"``) says the daemon or controller refused the worker's job (not served,
+no free slots, a run id that ended, an exhausted data-port range), naming the job and the node.
 """
 
 from gravac import _gravac
-from gravac._gravac import GravacError
+from gravac._gravac import GravacError, JobRefusedError
 
-__all__ = ["GravacError", "__version__"]
+__all__ = ["GravacError", "JobRefusedError", "__version__"]
 
 __version__ = "0.1.0"

@@ -7,7 +7,10 @@
 // the exception carries `status` (e.g. "GRAVAC_ERR_MISMATCH") and `code` (the gravac_status).
 // Failures of the world rather than of the call (a lost worker, daemon or peer node, an operation
 // past its time bound, a stopped daemon: GRAVAC_ERR_UNAVAILABLE, _TIMEOUT, _SHUTDOWN) raise the
-// subclass gravac._gravac.HorovodInternalError, which Horovod's elastic loop catches.
+// subclass gravac._gravac.HorovodInternalError, which Horovod's elastic loop catches. A refusal of
+// the worker's job by its daemon or the controller (GRAVAC_ERR_REFUSED: a job the daemon does not
+// serve, no free slots, a run id that ended, an exhausted data-port range) raises the subclass
+// gravac._gravac.JobRefusedError, which names the job and the node.
 //
 // Blocking and the GIL: Request.wait, Context.barrier and Context.shutdown release the GIL while
 // they block; everything else returns at once (the *_async calls copy their input before
@@ -38,11 +41,13 @@ bool IsWorldFailure(gravac_status status) {
          status == GRAVAC_ERR_SHUTDOWN;
 }
 
-// Raises GravacError(message), or its subclass HorovodInternalError for a world failure, with
-// .status and .code set.
+// Raises GravacError(message), or its subclass HorovodInternalError for a world failure or
+// JobRefusedError for a refusal, with .status and .code set.
 [[noreturn]] void Raise(gravac_status status, const std::string& message) {
-  py::object type = py::module_::import(kModuleName)
-                        .attr(IsWorldFailure(status) ? "HorovodInternalError" : "GravacError");
+  const char* name = IsWorldFailure(status)          ? "HorovodInternalError"
+                     : status == GRAVAC_ERR_REFUSED ? "JobRefusedError"
+                                                    : "GravacError";
+  py::object type = py::module_::import(kModuleName).attr(name);
   std::string text = message.empty() ? std::string(gravac_status_string(status)) : message;
   py::object error = type(text);
   error.attr("status") = py::str(gravac_status_string(status));
@@ -284,6 +289,9 @@ PYBIND11_MODULE(_gravac, m) {
   PyObject* world = PyErr_NewException("gravac._gravac.HorovodInternalError", error, nullptr);
   if (world == nullptr) throw py::error_already_set();
   m.add_object("HorovodInternalError", py::reinterpret_steal<py::object>(world));
+  PyObject* refused = PyErr_NewException("gravac._gravac.JobRefusedError", error, nullptr);
+  if (refused == nullptr) throw py::error_already_set();
+  m.add_object("JobRefusedError", py::reinterpret_steal<py::object>(refused));
 
   m.attr("FLOAT32") = static_cast<int>(GRAVAC_FLOAT32);
   m.attr("FLOAT64") = static_cast<int>(GRAVAC_FLOAT64);

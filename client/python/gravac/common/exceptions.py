@@ -12,9 +12,13 @@ elastic loop lets them end the job instead of retrying them forever.
 
 HostsUpdatedInterrupt: raised by State.commit() / check_host_updates() on every rank at once
 when hosts were added or removed; the elastic loop then resets without restoring.
+
+JobRefusedError (gravac-only): the worker's daemon or the controller refused its job
+(GRAVAC_ERR_REFUSED: a job the daemon does not serve, no free worker slots, a run id that already
+ended, an exhausted data-port range); a GravacError, not retried by the elastic loop.
 """
 
-from gravac._gravac import GravacError, HorovodInternalError
+from gravac._gravac import GravacError, HorovodInternalError, JobRefusedError
 
 
 class HostsUpdatedInterrupt(RuntimeError):
@@ -30,4 +34,4 @@ class HostsUpdatedInterrupt(RuntimeError):
         self.skip_sync = skip_sync
 
 
-__all__ = ["GravacError", "HorovodInternalError", "HostsUpdatedInterrupt"]
+__all__ = ["GravacError", "HorovodInternalError", "HostsUpdatedInterrupt", "JobRefusedError"]

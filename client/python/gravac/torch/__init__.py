@@ -15,10 +15,13 @@ staged through host memory). Failures (mismatched
 shapes across ranks, a dead worker, ...) raise GravacError carrying the daemon's message; those of
 the world rather than of the call (a lost worker, daemon or node, a timeout) raise its subclass
 HorovodInternalError, which ``hvd.elastic.run`` (Horovod's elastic API, gravac.torch.elastic)
-catches to restore the last commit.
+catches to restore the last commit. A daemon or controller that refuses the worker's job (a job
+the daemon does not serve, no free worker slots, a run id that already ended, an exhausted
+data-port range) makes init() or the first collective raise JobRefusedError, a GravacError whose
+message names the job and the node; retrying the same job unchanged does not help.
 """
 
-from gravac._gravac import GravacError, HorovodInternalError
+from gravac._gravac import GravacError, HorovodInternalError, JobRefusedError
 from gravac.torch.compression import Compression, Compressor
 from gravac.torch.functions import (allgather_object, broadcast_object,
                                     broadcast_optimizer_state, broadcast_parameters)
@@ -46,7 +49,7 @@ __all__ = [
     "grouped_allreduce", "grouped_allreduce_", "grouped_allreduce_async",
     "grouped_allreduce_async_", "is_homogeneous", "join", "reducescatter", "reducescatter_async",
     "Average", "Sum", "elastic", "Compression", "Compressor", "DistributedOptimizer", "GravacError",
-    "HorovodInternalError", "allgather", "allgather_async", "allgather_object", "allreduce",
+    "HorovodInternalError", "JobRefusedError", "allgather", "allgather_async", "allgather_object", "allreduce",
     "allreduce_", "allreduce_async", "allreduce_async_", "barrier", "broadcast", "broadcast_",
     "broadcast_async", "broadcast_async_", "broadcast_object", "broadcast_optimizer_state",
     "broadcast_parameters", "gloo_built", "gloo_enabled", "init", "is_initialized", "local_rank",
