@@ -14,17 +14,37 @@ namespace gravac::ipc {
 namespace {
 
 using AddressRangeFn = CUresult (*)(CUdeviceptr* base, size_t* size, CUdeviceptr ptr);
+using PointerAttributeFn = CUresult (*)(void* data, CUpointer_attribute attribute, CUdeviceptr ptr);
 
-// cuMemGetAddressRange through the runtime's driver entry point, so that nothing links libcuda
-// directly (the library loads on machines without a driver, where every call then fails).
-absl::Status AllocationRange(const void* ptr, uint64_t* base, uint64_t* size) {
+// A driver function through the runtime's entry point, so that nothing links libcuda directly
+// (the library loads on machines without a driver, where every call then fails).
+absl::StatusOr<void*> DriverFunction(const char* name) {
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult found{};
-  GRAVAC_CUDA_RETURN_IF_ERROR(cudaGetDriverEntryPointByVersion(
-      "cuMemGetAddressRange", &fn, 12000, cudaEnableDefault, &found));
+  GRAVAC_CUDA_RETURN_IF_ERROR(
+      cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &found));
   if (fn == nullptr || found != cudaDriverEntryPointSuccess) {
-    return absl::FailedPreconditionError("the CUDA driver has no cuMemGetAddressRange");
+    return absl::FailedPreconditionError(absl::StrFormat("the CUDA driver has no %s", name));
   }
+  return fn;
+}
+
+// CUDA's process-wide unique id of the allocation holding `ptr`.
+absl::StatusOr<uint64_t> BufferId(const void* ptr) {
+  ASSIGN_OR_RETURN(void* fn, DriverFunction("cuPointerGetAttribute"));
+  unsigned long long id = 0;  // NOLINT(runtime/int): the driver's type
+  CUresult r = reinterpret_cast<PointerAttributeFn>(fn)(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID,
+                                                        reinterpret_cast<CUdeviceptr>(ptr));
+  if (r != CUDA_SUCCESS) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("cuPointerGetAttribute(BUFFER_ID, %p) failed with CUresult %d", ptr, r));
+  }
+  return static_cast<uint64_t>(id);
+}
+
+// The allocation (base and size) that holds `ptr`.
+absl::Status AllocationRange(const void* ptr, uint64_t* base, uint64_t* size) {
+  ASSIGN_OR_RETURN(void* fn, DriverFunction("cuMemGetAddressRange"));
   CUdeviceptr b = 0;
   size_t s = 0;
   CUresult r = reinterpret_cast<AddressRangeFn>(fn)(&b, &s, reinterpret_cast<CUdeviceptr>(ptr));
@@ -56,15 +76,13 @@ absl::StatusOr<bool> IsDevicePointer(const void* ptr, int* device) {
   return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
 }
 
-absl::StatusOr<DeviceBufferExport> ExportDeviceBuffer(const void* ptr, size_t bytes,
-                                                      int device) {
+absl::StatusOr<DeviceBufferExport> ExportDeviceBuffer(const void* ptr, size_t bytes, int device) {
   int actual = -1;
   absl::StatusOr<bool> is_device = IsDevicePointer(ptr, &actual);
   if (!is_device.ok()) return is_device.status();
   if (!*is_device) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "field data: %p is host memory but was declared as memory of CUDA device %d", ptr,
-        device));
+        "field data: %p is host memory but was declared as memory of CUDA device %d", ptr, device));
   }
   if (actual != device) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -75,11 +93,12 @@ absl::StatusOr<DeviceBufferExport> ExportDeviceBuffer(const void* ptr, size_t by
   e.device = device;
   e.bytes = bytes;
   RETURN_IF_ERROR(AllocationRange(ptr, &e.base_address, &e.allocation_bytes));
+  ASSIGN_OR_RETURN(e.buffer_id, BufferId(ptr));
   e.offset = reinterpret_cast<uint64_t>(ptr) - e.base_address;
   if (e.offset + bytes > e.allocation_bytes) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "field bytes: %d bytes at offset %d overrun the allocation of %d bytes", bytes, e.offset,
-        e.allocation_bytes));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("field bytes: %d bytes at offset %d overrun the allocation of %d bytes",
+                        bytes, e.offset, e.allocation_bytes));
   }
   int previous = 0;
   GRAVAC_CUDA_RETURN_IF_ERROR(cudaGetDevice(&previous));
@@ -108,8 +127,7 @@ absl::Status OnDevice(int device, F copy) {
 
 }  // namespace
 
-absl::Status CopyDeviceToHost(void* host, const void* dev, size_t bytes, int device,
-                              void* stream) {
+absl::Status CopyDeviceToHost(void* host, const void* dev, size_t bytes, int device, void* stream) {
   return OnDevice(device, [&]() -> absl::Status {
     auto s = static_cast<cudaStream_t>(stream);
     GRAVAC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, s));
@@ -118,8 +136,7 @@ absl::Status CopyDeviceToHost(void* host, const void* dev, size_t bytes, int dev
   });
 }
 
-absl::Status CopyHostToDevice(void* dev, const void* host, size_t bytes, int device,
-                              void* stream) {
+absl::Status CopyHostToDevice(void* dev, const void* host, size_t bytes, int device, void* stream) {
   return OnDevice(device, [&]() -> absl::Status {
     auto s = static_cast<cudaStream_t>(stream);
     GRAVAC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, s));
@@ -145,8 +162,7 @@ absl::StatusOr<IpcEvent> IpcEvent::Create(int device) {
   return ev;
 }
 
-absl::StatusOr<IpcEvent> IpcEvent::Open(const uint8_t (&handle)[kCudaIpcHandleBytes],
-                                        int device) {
+absl::StatusOr<IpcEvent> IpcEvent::Open(const uint8_t (&handle)[kCudaIpcHandleBytes], int device) {
   GRAVAC_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
   IpcEvent ev;
   ev.device_ = device;
@@ -183,8 +199,8 @@ absl::Status IpcEvent::Record(void* stream) {
 }
 
 absl::Status IpcEvent::StreamWait(void* stream) {
-  GRAVAC_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream),
-                                                  static_cast<cudaEvent_t>(event_), 0));
+  GRAVAC_CUDA_RETURN_IF_ERROR(
+      cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event_), 0));
   return absl::OkStatus();
 }
 
@@ -193,60 +209,31 @@ absl::Status IpcEvent::Synchronize() {
   return absl::OkStatus();
 }
 
-DeviceMappingCache::~DeviceMappingCache() {
-  for (auto& [key, m] : mappings_) {
-    cudaSetDevice(m.device);
-    cudaIpcCloseMemHandle(m.base);
+absl::StatusOr<void*> CudaIpcOpener::Open(const DeviceBufferExport& e) {
+  int previous = 0;
+  GRAVAC_CUDA_RETURN_IF_ERROR(cudaGetDevice(&previous));
+  cudaError_t err = cudaSetDevice(e.device);
+  void* base = nullptr;
+  if (err == cudaSuccess) {
+    cudaIpcMemHandle_t h;
+    std::memcpy(&h, e.mem_handle, sizeof(h));
+    err = cudaIpcOpenMemHandle(&base, h, cudaIpcMemLazyEnablePeerAccess);
   }
+  cudaSetDevice(previous);
+  if (err != cudaSuccess) {
+    cudaGetLastError();  // not sticky: clear it so later calls do not report it
+    return gravac::cuda::CudaErrorToStatus(err, "cudaIpcOpenMemHandle", __FILE__, __LINE__);
+  }
+  return base;
 }
 
-absl::StatusOr<void*> DeviceMappingCache::Map(int worker, const DeviceBufferExport& e) {
-  RETURN_IF_ERROR(ValidateExport(worker, e));
-  std::string handle(reinterpret_cast<const char*>(e.mem_handle), kCudaIpcHandleBytes);
-  auto key = std::make_pair(worker, e.base_address);
-  auto it = mappings_.find(key);
-  if (it != mappings_.end() &&
-      (it->second.handle != handle || it->second.allocation_bytes != e.allocation_bytes ||
-       it->second.device != e.device)) {
-    // The block at this address was freed and the address reused by a new allocation.
-    cudaSetDevice(it->second.device);
-    cudaIpcCloseMemHandle(it->second.base);
-    mappings_.erase(it);
-    it = mappings_.end();
-  }
-  if (it == mappings_.end()) {
-    cudaError_t err = cudaSetDevice(e.device);
-    void* base = nullptr;
-    if (err == cudaSuccess) {
-      cudaIpcMemHandle_t h;
-      std::memcpy(&h, e.mem_handle, sizeof(h));
-      err = cudaIpcOpenMemHandle(&base, h, cudaIpcMemLazyEnablePeerAccess);
-      ++opens_;
-    }
-    if (err != cudaSuccess) {
-      cudaGetLastError();
-      absl::Status s = gravac::cuda::CudaErrorToStatus(err, "cudaIpcOpenMemHandle", __FILE__,
-                                                       __LINE__);
-      return absl::Status(s.code(),
-                          absl::StrFormat("worker %d, field device_handle (device %d, allocation "
-                                          "0x%x): cannot open the IPC handle: %s",
-                                          worker, e.device, e.base_address, s.message()));
-    }
-    it = mappings_.emplace(key, Mapping{handle, base, e.allocation_bytes, e.device}).first;
-  }
-  return static_cast<char*>(it->second.base) + e.offset;
-}
-
-void DeviceMappingCache::DropWorker(int worker) {
-  for (auto it = mappings_.begin(); it != mappings_.end();) {
-    if (it->first.first == worker) {
-      cudaSetDevice(it->second.device);
-      cudaIpcCloseMemHandle(it->second.base);
-      it = mappings_.erase(it);
-    } else {
-      ++it;
-    }
-  }
+void CudaIpcOpener::Close(void* base, int device) {
+  int previous = 0;
+  if (cudaGetDevice(&previous) != cudaSuccess) previous = device;
+  cudaSetDevice(device);
+  cudaIpcCloseMemHandle(base);
+  cudaSetDevice(previous);
+  cudaGetLastError();
 }
 
 }  // namespace gravac::ipc

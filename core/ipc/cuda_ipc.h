@@ -22,31 +22,13 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <map>
-#include <string>
-#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/ipc/device_export.h"
+#include "core/ipc/mapping_cache.h"
 
 namespace gravac::ipc {
-
-// Size of cudaIpcMemHandle_t and cudaIpcEventHandle_t (CUDA_IPC_HANDLE_SIZE).
-inline constexpr size_t kCudaIpcHandleBytes = 64;
-
-// One exported device buffer: plain bytes, sent as part of a request.
-struct DeviceBufferExport {
-  uint8_t mem_handle[kCudaIpcHandleBytes] = {};
-  uint64_t base_address = 0;      // allocation base in the exporter's address space
-  uint64_t allocation_bytes = 0;  // size of that allocation
-  uint64_t offset = 0;            // buffer start - base_address
-  uint64_t bytes = 0;             // buffer size
-  int32_t device = -1;            // CUDA ordinal in the exporter
-};
-
-// kInvalidArgument naming `worker` and the field when [offset, offset + bytes) does not fit in the
-// exported allocation (checked before any CUDA call, in both builds).
-absl::Status ValidateExport(int worker, const DeviceBufferExport& e);
 
 // True when gravac was built with CUDA and at least one device is usable in this process.
 bool CudaIpcAvailable();
@@ -98,35 +80,36 @@ class IpcEvent {
   uint8_t handle_[kCudaIpcHandleBytes] = {};
 };
 
-// gravacd's mappings of its workers' device allocations, keyed by (worker, base address).
+// MemHandleOpener over the CUDA runtime: cudaIpcOpenMemHandle (lazy peer access) on the
+// export's device and cudaIpcCloseMemHandle; the calling thread's current device is restored.
+// Built without CUDA, Open fails with kFailedPrecondition "built without CUDA".
+class CudaIpcOpener : public MemHandleOpener {
+ public:
+  absl::StatusOr<void*> Open(const DeviceBufferExport& e) override;
+  void Close(void* base, int device) override;
+};
+
+// gravacd's mappings of its workers' device allocations: a MappingCache (mapping_cache.h: keys,
+// reuse, eviction) over a CudaIpcOpener.
 class DeviceMappingCache {
  public:
-  DeviceMappingCache() = default;
-  DeviceMappingCache(const DeviceMappingCache&) = delete;
-  DeviceMappingCache& operator=(const DeviceMappingCache&) = delete;
-  ~DeviceMappingCache();  // closes every mapping
+  explicit DeviceMappingCache(size_t max_mappings = MappingCache::kDefaultMaxMappings)
+      : cache_(&opener_, max_mappings) {}
 
-  // The buffer `e` names, mapped into this process: opens the allocation on first use, reuses
-  // the mapping while the same handle comes back, replaces it when the handle at that address
-  // changed. kInvalidArgument when offset + bytes exceeds the allocation; the CUDA error (naming
-  // the worker, device and address) when the handle cannot be opened (freed, foreign).
-  absl::StatusOr<void*> Map(int worker, const DeviceBufferExport& e);
+  // MappingCache::Map: kInvalidArgument for a malformed export (before any CUDA call); the CUDA
+  // error naming the worker, field device_handle, device and address when the handle cannot be
+  // opened (freed, foreign, or gravac built without CUDA).
+  absl::StatusOr<void*> Map(int worker, const DeviceBufferExport& e) {
+    return cache_.Map(worker, e);
+  }
+  void DropWorker(int worker) { cache_.DropWorker(worker); }
 
-  // Closes every mapping of `worker` (it disconnected).
-  void DropWorker(int worker);
-
-  int64_t opens() const { return opens_; }  // cudaIpcOpenMemHandle calls so far
-  size_t size() const { return mappings_.size(); }
+  int64_t opens() const { return cache_.opens(); }  // cudaIpcOpenMemHandle calls so far
+  size_t size() const { return cache_.size(); }
 
  private:
-  struct Mapping {
-    std::string handle;  // the kCudaIpcHandleBytes of the export that opened it
-    void* base = nullptr;
-    uint64_t allocation_bytes = 0;
-    int device = -1;
-  };
-  std::map<std::pair<int, uint64_t>, Mapping> mappings_;
-  int64_t opens_ = 0;
+  CudaIpcOpener opener_;  // before cache_, which closes its mappings through it
+  MappingCache cache_;
 };
 
 }  // namespace gravac::ipc

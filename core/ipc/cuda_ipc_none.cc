@@ -1,10 +1,9 @@
 // CPU-only build of cuda_ipc.h (GRAVAC_WITH_CUDA=OFF): no device memory can be exported or
 // mapped; every call says so and callers fall back to host staging.
-#include "core/ipc/cuda_ipc.h"
-
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "core/ipc/cuda_ipc.h"
 
 namespace gravac::ipc {
 namespace {
@@ -45,17 +44,9 @@ absl::Status IpcEvent::Record(void*) { return NoCuda("recording an IPC event"); 
 absl::Status IpcEvent::StreamWait(void*) { return NoCuda("waiting on an IPC event"); }
 absl::Status IpcEvent::Synchronize() { return NoCuda("synchronizing an IPC event"); }
 
-DeviceMappingCache::~DeviceMappingCache() = default;
-
-absl::StatusOr<void*> DeviceMappingCache::Map(int worker, const DeviceBufferExport& e) {
-  absl::Status valid = ValidateExport(worker, e);
-  if (!valid.ok()) return valid;
-  return absl::FailedPreconditionError(absl::StrFormat(
-      "worker %d, field device_handle (device %d): gravacd was built without CUDA "
-      "(GRAVAC_WITH_CUDA=OFF) and cannot map device memory",
-      worker, e.device));
+absl::StatusOr<void*> CudaIpcOpener::Open(const DeviceBufferExport&) {
+  return NoCuda("gravacd cannot map device memory");
 }
-
-void DeviceMappingCache::DropWorker(int) {}
+void CudaIpcOpener::Close(void*, int) {}
 
 }  // namespace gravac::ipc
