@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <utility>
 
 #include "core/absl_compat.h"
 #include "core/enum_names.h"
@@ -62,100 +63,141 @@ absl::StatusOr<std::unique_ptr<DaemonMetrics>> DaemonMetrics::Create(prometheus:
                                                                      int expected_workers) {
   try {
     return std::unique_ptr<DaemonMetrics>(
-        new DaemonMetrics(registry, std::string(node_name), expected_workers));
+        new DaemonMetrics(registry, std::string(node_name), {}, expected_workers));
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(StrCat(
         "metrics: cannot register gravacd's families for node '", node_name, "': ", e.what()));
   }
 }
 
-DaemonMetrics::DaemonMetrics(prometheus::Registry& r, std::string node_name, int expected_workers)
+absl::StatusOr<std::unique_ptr<DaemonMetrics>> DaemonMetrics::CreateForJob(
+    prometheus::Registry& registry, std::string_view node_name, const JobId& job,
+    int expected_workers) {
+  try {
+    return std::unique_ptr<DaemonMetrics>(
+        new DaemonMetrics(registry, std::string(node_name),
+                          {{"job_name", job.name}, {"run_id", job.run_id}}, expected_workers));
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(StrCat("metrics: cannot register gravacd's series of ",
+                                             job.ToString(), " on node '", node_name,
+                                             "': ", e.what()));
+  }
+}
+
+Labels DaemonMetrics::With(Labels labels) const {
+  labels.insert(job_labels_.begin(), job_labels_.end());
+  return labels;
+}
+
+template <typename T, typename... Args>
+T& DaemonMetrics::Series(Family<T>& family, const Labels& labels, Args&&... args) {
+  T& series = family.Add(With(labels), std::forward<Args>(args)...);
+  removers_.push_back([&family, &series] { family.Remove(&series); });
+  return series;
+}
+
+DaemonMetrics::DaemonMetrics(prometheus::Registry& r, std::string node_name, Labels job_labels,
+                             int expected_workers)
     : node_(std::move(node_name)),
+      job_labels_(std::move(job_labels)),
       info_family_(GaugeFamily(r, {{"node", node_}}, "gravac_node_info",
                                "Identity of this gravacd (value 1): its node rank once joined "
                                "and the gravac version")),
-      info_(&info_family_.Add({{"node_rank", ""}, {"version", GRAVAC_VERSION}})),
-      connected_workers_(GaugeFamily(r, {{"node", node_}}, "gravac_connected_workers",
-                                     "Local workers currently connected to the daemon's socket")
-                             .Add({})),
-      controller_connected_(GaugeFamily(r, {{"node", node_}}, "gravac_controller_connected",
-                                        "1 while the decision stream from the controller is up, "
-                                        "else 0")
-                                .Add({})),
-      peer_nodes_(GaugeFamily(r, {{"node", node_}}, "gravac_peer_nodes",
-                              "Nodes in the data-plane communicator (job size); 0 before join")
-                      .Add({})),
-      applied_theta_(GaugeFamily(r, {{"node", node_}}, "gravac_applied_theta",
-                                 "Compression factor theta this node applied at its last "
-                                 "executed step (1 = dense)")
-                         .Add({})),
-      applied_epoch_(GaugeFamily(r, {{"node", node_}}, "gravac_applied_decision_epoch",
-                                 "Decision epoch of this node's last executed step")
-                         .Add({})),
-      decisions_received_(CounterFamily(r, {{"node", node_}}, "gravac_decisions_received_total",
-                                        "Decisions received from the controller")
-                              .Add({})),
-      steps_(CounterFamily(r, {{"node", node_}}, "gravac_steps_total",
-                           "Steps this node completed (statistics handed to the controller)")
-                 .Add({})),
-      step_duration_(HistogramFamily(r, {{"node", node_}}, "gravac_step_duration_seconds",
-                                     "This node's step time")
-                         .Add({}, ExponentialBuckets(0.001, 2, 16))),
+      info_(&info_family_.Add(With({{"node_rank", ""}, {"version", GRAVAC_VERSION}}))),
+      connected_workers_(
+          Series(GaugeFamily(r, {{"node", node_}}, "gravac_connected_workers",
+                             "Local workers currently connected to the daemon's socket"),
+                 {})),
+      controller_connected_(Series(GaugeFamily(r, {{"node", node_}}, "gravac_controller_connected",
+                                               "1 while the decision stream from the controller "
+                                               "is up, else 0"),
+                                   {})),
+      peer_nodes_(Series(GaugeFamily(r, {{"node", node_}}, "gravac_peer_nodes",
+                                     "Nodes in the data-plane communicator (job size); 0 before "
+                                     "join"),
+                         {})),
+      applied_theta_(Series(GaugeFamily(r, {{"node", node_}}, "gravac_applied_theta",
+                                        "Compression factor theta this node applied at its last "
+                                        "executed step (1 = dense)"),
+                            {})),
+      applied_epoch_(Series(GaugeFamily(r, {{"node", node_}}, "gravac_applied_decision_epoch",
+                                        "Decision epoch of this node's last executed step"),
+                            {})),
+      decisions_received_(Series(CounterFamily(r, {{"node", node_}},
+                                               "gravac_decisions_received_total",
+                                               "Decisions received from the controller"),
+                                 {})),
+      steps_(Series(CounterFamily(r, {{"node", node_}}, "gravac_steps_total",
+                                  "Steps this node completed (statistics handed to the "
+                                  "controller)"),
+                    {})),
+      step_duration_(Series(HistogramFamily(r, {{"node", node_}}, "gravac_step_duration_seconds",
+                                            "This node's step time"),
+                            {}, ExponentialBuckets(0.001, 2, 16))),
       dense_equivalent_bytes_(
-          CounterFamily(r, {{"node", node_}}, "gravac_dense_equivalent_bytes_total",
-                        "Bytes a dense ring allreduce of the same compressible tensors would "
-                        "have sent")
-              .Add({})),
-      saved_bytes_(CounterFamily(r, {{"node", node_}}, "gravac_saved_bytes_total",
-                                 "Dense-equivalent minus sent bytes per step, summed (steps that "
-                                 "sent more count 0)")
-                       .Add({})),
-      compressed_tensors_(CounterFamily(r, {{"node", node_}}, "gravac_compressed_tensors_total",
-                                        "Tensors sent compressed")
-                              .Add({})),
-      stalls_(CounterFamily(r, {{"node", node_}}, "gravac_stalls_total",
-                            "Stall warnings: tensors waiting for ranks that did not post them")
-                  .Add({})),
+          Series(CounterFamily(r, {{"node", node_}}, "gravac_dense_equivalent_bytes_total",
+                               "Bytes a dense ring allreduce of the same compressible tensors "
+                               "would have sent"),
+                 {})),
+      saved_bytes_(Series(CounterFamily(r, {{"node", node_}}, "gravac_saved_bytes_total",
+                                        "Dense-equivalent minus sent bytes per step, summed "
+                                        "(steps that sent more count 0)"),
+                          {})),
+      compressed_tensors_(Series(CounterFamily(r, {{"node", node_}},
+                                               "gravac_compressed_tensors_total",
+                                               "Tensors sent compressed"),
+                                 {})),
+      stalls_(Series(CounterFamily(r, {{"node", node_}}, "gravac_stalls_total",
+                                   "Stall warnings: tensors waiting for ranks that did not post "
+                                   "them"),
+                     {})),
       errors_(CounterFamily(r, {{"node", node_}}, "gravac_errors_total",
                             "Tensors failed, by status code")) {
   const Labels node{{"node", node_}};
   info_->Set(1);
-  GaugeFamily(r, node, "gravac_expected_workers",
-              "Local workers this daemon expects (--local_size)")
-      .Add({})
+  Series(GaugeFamily(r, node, "gravac_expected_workers",
+                     "Local workers this daemon expects (--local_size; with --serve_jobs the "
+                     "job's workers on this node)"),
+         {})
       .Set(expected_workers);
   auto& phases = CounterFamily(r, node, "gravac_engine_phase_seconds_total",
                                "Time the daemon spent per phase of its steps");
   for (const auto& [p, label] : kPhases) {
-    phases_[static_cast<int>(p)] = &phases.Add({{"phase", std::string(label)}});
+    phases_[static_cast<int>(p)] = &Series(phases, {{"phase", std::string(label)}});
   }
   auto& collectives = HistogramFamily(r, node, "gravac_collective_duration_seconds",
                                       "Wall time of one collective between the daemons");
   for (const auto& [op, label] : kOps) {
     collectives_[static_cast<int>(op)] =
-        &collectives.Add({{"op", std::string(label)}}, ExponentialBuckets(0.0001, 2, 18));
+        &Series(collectives, {{"op", std::string(label)}}, ExponentialBuckets(0.0001, 2, 18));
   }
   auto& sent = CounterFamily(r, node, "gravac_sent_bytes_total",
                              "Data-plane payload bytes this node sent (allreduce payloads by "
                              "kind; allgather and broadcast payloads count as dense)");
-  sent_bytes_[static_cast<int>(BytesKind::kDense)] = &sent.Add({{"kind", "dense"}});
-  sent_bytes_[static_cast<int>(BytesKind::kSparse)] = &sent.Add({{"kind", "sparse"}});
+  sent_bytes_[static_cast<int>(BytesKind::kDense)] = &Series(sent, {{"kind", "dense"}});
+  sent_bytes_[static_cast<int>(BytesKind::kSparse)] = &Series(sent, {{"kind", "sparse"}});
   for (int code = 1; code <= 16; ++code) {  // every absl::StatusCode but OK
-    errors_.Add({{"kind", StatusKindLabel(absl::Status(static_cast<absl::StatusCode>(code), ""))}});
+    Series(errors_,
+           {{"kind", StatusKindLabel(absl::Status(static_cast<absl::StatusCode>(code), ""))}});
   }
   auto& handoff = HistogramFamily(r, node, "gravac_shm_handoff_duration_seconds",
                                   "Daemon-side shared-memory handoff per tensor: in = last local "
                                   "post to the engine (incl. local reduce), out = engine result "
                                   "to written back and the workers notified");
   handoff_[static_cast<int>(HandoffDirection::kIn)] =
-      &handoff.Add({{"direction", "in"}}, ExponentialBuckets(0.00001, 2, 20));
+      &Series(handoff, {{"direction", "in"}}, ExponentialBuckets(0.00001, 2, 20));
   handoff_[static_cast<int>(HandoffDirection::kOut)] =
-      &handoff.Add({{"direction", "out"}}, ExponentialBuckets(0.00001, 2, 20));
+      &Series(handoff, {{"direction", "out"}}, ExponentialBuckets(0.00001, 2, 20));
+}
+
+DaemonMetrics::~DaemonMetrics() {
+  info_family_.Remove(info_);
+  for (const auto& remove : removers_) remove();
 }
 
 void DaemonMetrics::SetJoined(int node_rank, int nodes) {
   prometheus::Gauge* next =
-      &info_family_.Add({{"node_rank", StrCat(node_rank)}, {"version", GRAVAC_VERSION}});
+      &info_family_.Add(With({{"node_rank", StrCat(node_rank)}, {"version", GRAVAC_VERSION}}));
   next->Set(1);
   if (next != info_) {
     info_family_.Remove(info_);
@@ -228,7 +270,7 @@ void DaemonMetrics::OnStalls(int64_t stalls) {
 
 void DaemonMetrics::OnError(const absl::Status& status) {
   if (status.ok()) return;
-  errors_.Add({{"kind", StatusKindLabel(status)}}).Increment();
+  errors_.Add(With({{"kind", StatusKindLabel(status)}})).Increment();
 }
 
 }  // namespace gravac::daemon

@@ -27,6 +27,14 @@
 // (collective and processing); local_reduce and handoff are the local side's reduction and the
 // rest of its shared-memory handoff.
 //
+// Per-job series (gravacd --serve_jobs): CreateForJob registers the same families and adds every
+// series with the extra labels job_name="<name>", run_id="<run id>" (as the controller's per-job
+// series), so one node serving several jobs reports each job's steps, bytes, θ and errors apart;
+// the node's totals are sum without (job_name, run_id). Create (one-job mode) adds them without
+// those labels. A DaemonMetrics removes its series from the families when it is destroyed (the
+// families stay registered); two live DaemonMetrics must not have the same node, job and run id
+// (they would share series).
+//
 // Thread-safety: every method is thread-safe (prometheus-cpp metrics are; the group window is
 // under a mutex). The registry must outlive the DaemonMetrics.
 #ifndef GRAVAC_DAEMON_DAEMON_METRICS_H_
@@ -34,15 +42,18 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/clock.h"
+#include "core/job_id.h"
 #include "core/job_types.h"
 #include "core/mutex.h"
 #include "prometheus/counter.h"
@@ -80,6 +91,12 @@ class DaemonMetrics {
   static absl::StatusOr<std::unique_ptr<DaemonMetrics>> Create(prometheus::Registry& registry,
                                                                std::string_view node_name,
                                                                int expected_workers);
+  // As Create, every series also labelled job_name and run_id of `job` (expected_workers: the
+  // job's workers on this node).
+  static absl::StatusOr<std::unique_ptr<DaemonMetrics>> CreateForJob(
+      prometheus::Registry& registry, std::string_view node_name, const JobId& job,
+      int expected_workers);
+  ~DaemonMetrics();  // removes this object's series
   DaemonMetrics(const DaemonMetrics&) = delete;
   DaemonMetrics& operator=(const DaemonMetrics&) = delete;
 
@@ -110,9 +127,17 @@ class DaemonMetrics {
   void OnError(const absl::Status& status);
 
  private:
-  DaemonMetrics(prometheus::Registry& registry, std::string node_name, int expected_workers);
+  DaemonMetrics(prometheus::Registry& registry, std::string node_name,
+                prometheus::Labels job_labels, int expected_workers);
+  // `labels` plus this object's job labels.
+  prometheus::Labels With(prometheus::Labels labels) const;
+  // Adds the series of `labels` (with the job labels) to `family` and remembers to remove it.
+  template <typename T, typename... Args>
+  T& Series(prometheus::Family<T>& family, const prometheus::Labels& labels, Args&&... args);
 
   const std::string node_;
+  const prometheus::Labels job_labels_;        // {} or {job_name, run_id}
+  std::vector<std::function<void()>> removers_;  // one per series added (not info_)
   prometheus::Family<prometheus::Gauge>& info_family_;
   prometheus::Gauge* info_;  // the current gravac_node_info series
   prometheus::Gauge& connected_workers_;

@@ -48,15 +48,8 @@ void Gravacd::RequestStop() {
 }
 
 absl::Status Gravacd::Run() {
-  // The metrics go first: every component below reports to them until it is destroyed.
-  std::unique_ptr<DaemonMetrics> metrics;
-  if (metrics_ != nullptr) {
-    ASSIGN_OR_RETURN(
-        metrics, DaemonMetrics::Create(*metrics_, options_.node_name,
-                                       options_.serve_jobs ? options_.slots : options_.local_size));
-  }
   if (options_.serve_jobs) {
-    JobService service(options_, log_, metrics.get());
+    JobService service(options_, log_, metrics_);  // per-job series (JobService)
     {
       absl::MutexLock lock(&mu_);
       if (stop_) return absl::OkStatus();
@@ -72,6 +65,12 @@ absl::Status Gravacd::Run() {
     return absl::OkStatus();
   }
 
+  // The metrics go first: every component below reports to them until it is destroyed.
+  std::unique_ptr<DaemonMetrics> metrics;
+  if (metrics_ != nullptr) {
+    ASSIGN_OR_RETURN(metrics,
+                     DaemonMetrics::Create(*metrics_, options_.node_name, options_.local_size));
+  }
   absl::StatusOr<std::unique_ptr<WorkerServer>> started =
       WorkerServer::Start({.socket_path = options_.socket_path,
                            .socket_group = options_.socket_group,

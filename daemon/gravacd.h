@@ -13,8 +13,9 @@
 //     ends. A worker naming another job is refused.
 //   - service (--serve_jobs; a per-node service): Run serves successive and concurrent jobs, one
 //     JobSession each, routed by the job their workers' hellos name (job_service.h), and returns
-//     only after RequestStop. In this mode gravacd's series are the node's, summed over its jobs;
-//     the per-job series are the controller's (labels job_name, run_id).
+//     only after RequestStop. In this mode every gravacd series carries the labels job_name and
+//     run_id of its job (as the controller's), made with the job's session and removed
+//     --job_metrics_retention_s after it ended (a daemon that served no job yet shows none).
 // RequestStop() (SIGINT/SIGTERM, from another thread) makes Run leave whichever wait it is in
 // within about 200 ms (a Join in progress is cancelled) and shut down with short timeouts; Run
 // then returns OK.

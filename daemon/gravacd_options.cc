@@ -60,6 +60,10 @@ constexpr SettingSpec kSettings[] = {
      "--serve_jobs: worker slots of this node (0 = unlimited); a job whose workers do not fit in "
      "the free slots is refused",
      SettingType::kInt},
+    {"job_metrics_retention_s", "GRAVAC_JOB_METRICS_RETENTION_S", "300",
+     "--serve_jobs: how long an ended job's series (labels job_name, run_id) stay on /metrics "
+     "before they are removed (give Prometheus a scrape or two of the final values)",
+     SettingType::kDouble},
     {"check_finite", "GRAVAC_CHECK_FINITE", "false",
      "refuse float allreduce inputs holding NaN or infinity (fails the tensor on every rank)",
      SettingType::kBool},
@@ -197,6 +201,12 @@ absl::StatusOr<GravacdOptions> GravacdOptionsFromSettings(const Settings& s) {
     return absl::InvalidArgumentError(absl::StrFormat("--slots must be 0..65536, got %d", slots));
   }
   o.slots = static_cast<int>(slots);
+  ASSIGN_OR_RETURN(double retention, s.GetDouble("job_metrics_retention_s"));
+  if (!(retention >= 0) || retention > 1e7) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--job_metrics_retention_s must be 0..1e7 seconds, got %g", retention));
+  }
+  o.job_metrics_retention = absl::Seconds(retention);
   if (!o.serve_jobs && (!o.jobs.empty() || o.slots > 0)) {
     return absl::InvalidArgumentError("--jobs and --slots need --serve_jobs");
   }

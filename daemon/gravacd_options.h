@@ -32,9 +32,12 @@ struct GravacdOptions {
   // Service mode (--serve_jobs): serve every job whose workers arrive, one JobSession each, and
   // never exit because a job ended. `jobs`: the job names served (empty = any); `slots`: the
   // node's worker slots shared by the concurrent jobs (0 = unlimited).
+  // `job_metrics_retention`: how long an ended job's gravacd series (labelled job_name, run_id)
+  // stay on /metrics before they are removed.
   bool serve_jobs = false;
   std::vector<std::string> jobs;
   int slots = 0;
+  absl::Duration job_metrics_retention = absl::Minutes(5);
   std::string transport = "ucx";
   std::string ucx_tls;          // "" = UCX's choice
   std::string ucx_net_devices;  // "" = UCX's choice

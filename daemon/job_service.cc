@@ -31,10 +31,10 @@ std::string JobPath(const std::string& path, const JobId& job) {
 
 }  // namespace
 
-JobService::JobService(GravacdOptions options, Logger* log, DaemonMetrics* metrics)
+JobService::JobService(GravacdOptions options, Logger* log, prometheus::Registry* registry)
     : options_(std::move(options)),
       log_(log),
-      metrics_(metrics),
+      registry_(registry),
       wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
 
 JobService::~JobService() {
@@ -221,6 +221,22 @@ void JobService::Route(ipc::UniqueFd fd, ipc::FrameReader reader, std::string pa
     }
   }
 
+  if (auto old = sessions_.find(job); old != sessions_.end()) {  // ended since Reap
+    if (old->second->thread.joinable()) old->second->thread.join();
+    sessions_.erase(old);  // with its series, which the new session's would share
+  }
+  std::unique_ptr<DaemonMetrics> metrics;
+  if (registry_ != nullptr) {
+    retired_.erase(job);  // a retried start of the job: its old series go now
+    absl::StatusOr<std::unique_ptr<DaemonMetrics>> made =
+        DaemonMetrics::CreateForJob(*registry_, options_.node_name, job, want);
+    if (!made.ok()) {
+      Refuse(fd.get(), absl::Status(made.status().code(), StrCat(who, ": ", made.status().message())),
+             hello.pid());
+      return;
+    }
+    metrics = *std::move(made);
+  }
   GravacdOptions o = options_;
   o.job = job;
   o.local_size = want;
@@ -238,7 +254,7 @@ void JobService::Route(ipc::UniqueFd fd, ipc::FrameReader reader, std::string pa
                            .stall_timeout = options_.stall_timeout,
                            .check_finite = options_.check_finite,
                            .log = log_,
-                           .metrics = metrics_});
+                           .metrics = metrics.get()});
   if (!server.ok()) {
     Refuse(fd.get(),
            absl::Status(server.status().code(), StrCat(who, ": ", server.status().message())),
@@ -247,8 +263,9 @@ void JobService::Route(ipc::UniqueFd fd, ipc::FrameReader reader, std::string pa
   }
   auto s = std::make_unique<Session>();
   s->slots = want;
-  s->session = std::make_unique<JobSession>(std::move(o), *std::move(server), log_, metrics_,
-                                            /*fail_workers=*/true);
+  s->metrics = std::move(metrics);
+  s->session = std::make_unique<JobSession>(std::move(o), *std::move(server), log_,
+                                            s->metrics.get(), /*fail_workers=*/true);
   s->session->server().Adopt(std::move(fd), std::move(reader), std::move(payload));
   GRAVAC_LOG(*log_, kInfo, "%s: serving %s (%d workers); jobs here: %s", Where(), job.ToString(),
              want, Holders() == "none" ? job.ToString() : StrCat(Holders(), ", ", job.ToString()));
@@ -263,20 +280,25 @@ void JobService::Route(ipc::UniqueFd fd, ipc::FrameReader reader, std::string pa
     raw->done = true;
     Wake();  // the loop reaps it
   });
-  if (auto old = sessions_.find(job); old != sessions_.end()) {  // ended since Reap
-    if (old->second->thread.joinable()) old->second->thread.join();
-    sessions_.erase(old);
-  }
   sessions_[job] = std::move(s);
 }
 
 void JobService::Reap() {
+  const absl::Time now = absl::Now();
+  for (auto it = retired_.begin(); it != retired_.end();) {
+    it = it->second.until <= now ? retired_.erase(it) : std::next(it);
+  }
   for (auto it = sessions_.begin(); it != sessions_.end();) {
     if (!it->second->done) {
       ++it;
       continue;
     }
-    if (it->second->thread.joinable()) it->second->thread.join();
+    Session& ended = *it->second;
+    if (ended.thread.joinable()) ended.thread.join();
+    ended.session.reset();  // its components report to its metrics until they go
+    if (ended.metrics != nullptr && options_.job_metrics_retention > absl::ZeroDuration()) {
+      retired_[it->first] = {std::move(ended.metrics), now + options_.job_metrics_retention};
+    }
     it = sessions_.erase(it);
     GRAVAC_LOG(*log_, kInfo, "%s: jobs here: %s", Where(), Holders());
   }

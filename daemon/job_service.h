@@ -18,6 +18,11 @@
 // controller that refuses the job) fails its own workers' requests with the reason
 // (JobSession's fail_workers); the other sessions are not touched.
 //
+// Metrics: each session gets its own DaemonMetrics (CreateForJob: gravacd's families with the
+// labels job_name and run_id), made with the session and kept `job_metrics_retention` after the
+// session ended, then removed from /metrics. A session of the same job id made meanwhile (a
+// retried start that never reached the controller) replaces the kept series at once.
+//
 // Thread-safety: Run is called once, from one thread (it runs the accept loop); RequestStop is
 // safe from any thread. Blocking: Run blocks until RequestStop, then stops every session.
 #ifndef GRAVAC_DAEMON_JOB_SERVICE_H_
@@ -45,8 +50,9 @@ namespace gravac::daemon {
 
 class JobService {
  public:
-  // `log` and `metrics` (nullptr = none; shared by every job's session) must outlive the service.
-  JobService(GravacdOptions options, Logger* log, DaemonMetrics* metrics);
+  // `log` and `registry` (the process's metrics registry; nullptr = no metrics) must outlive
+  // the service.
+  JobService(GravacdOptions options, Logger* log, prometheus::Registry* registry);
   ~JobService();
   JobService(const JobService&) = delete;
   JobService& operator=(const JobService&) = delete;
@@ -66,6 +72,7 @@ class JobService {
     absl::Time deadline;
   };
   struct Session {
+    std::unique_ptr<DaemonMetrics> metrics;  // outlives the session (declared first)
     std::unique_ptr<JobSession> session;
     int slots = 0;
     std::thread thread;
@@ -79,7 +86,8 @@ class JobService {
   // Hands the connection to its job's session (made when new), or refuses it.
   void Route(ipc::UniqueFd fd, ipc::FrameReader reader, std::string payload);
   void Refuse(int fd, const absl::Status& why, int64_t pid);
-  // Joins the sessions that ended; logs what is still served.
+  // Joins the sessions that ended (keeping their metrics until their retention passed); drops
+  // the metrics whose retention passed; logs what is still served.
   void Reap();
   // "job 'a' run 'r' (2), job 'b' run 's' (1)": the jobs holding slots.
   std::string Holders() const;
@@ -87,7 +95,7 @@ class JobService {
 
   const GravacdOptions options_;
   Logger* const log_;
-  DaemonMetrics* const metrics_;
+  prometheus::Registry* const registry_;
   ipc::UniqueFd listen_fd_, wake_fd_;
   ino_t socket_inode_ = 0;
   ipc::PeerPolicy peer_policy_;
@@ -95,6 +103,11 @@ class JobService {
   // Accept loop only.
   std::map<int, Greeting> greetings_;                   // by fd
   std::map<JobId, std::unique_ptr<Session>> sessions_;  // live and not yet reaped
+  struct Retired {  // an ended job's series, until `until`
+    std::unique_ptr<DaemonMetrics> metrics;
+    absl::Time until;
+  };
+  std::map<JobId, Retired> retired_;
 };
 
 }  // namespace gravac::daemon

@@ -5,8 +5,10 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include "absl/status/status.h"
@@ -235,6 +237,68 @@ TEST(DaemonMetricsCreateTest, OneRegistryPerNodeAndNoThrowOnConflicts) {
   prometheus::Registry other;
   prometheus::BuildGauge().Name("gravac_steps_total").Help("wrong type").Register(other);
   EXPECT_THAT(DaemonMetrics::Create(other, "n0", 1), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// gravacd --serve_jobs: each job's series carry job_name and run_id, count only that job's
+// events, and go when the job's DaemonMetrics goes, while the other job's stay.
+TEST(DaemonMetricsForJobTest, TwoJobsOnOneNodeReportApartAndTheEndedOneIsRemoved) {
+  prometheus::Registry registry;
+  ASSERT_OK_AND_ASSIGN(auto a, DaemonMetrics::CreateForJob(registry, "n0", {"train-a", "r1"}, 2));
+  ASSERT_OK_AND_ASSIGN(auto b, DaemonMetrics::CreateForJob(registry, "n0", {"train-b", "r1"}, 1));
+  const testing::SeriesLabels la = {{"node", "n0"}, {"job_name", "train-a"}, {"run_id", "r1"}};
+  const testing::SeriesLabels lb = {{"node", "n0"}, {"job_name", "train-b"}, {"run_id", "r1"}};
+  NodeStepStats s;
+  s.step_seconds = 0.01;
+  s.bytes_dense = 1000;
+  s.bytes_sent = 100;
+  s.theta_used = 10;
+  a->OnStepDone(s);
+  a->OnStepDone(s);
+  s.theta_used = 40;
+  s.bytes_sent = 25;
+  b->OnStepDone(s);
+  b->OnError(absl::DeadlineExceededError("x"));
+  b->SetJoined(1, 2);
+  std::string text = SerializeMetrics(registry);
+  EXPECT_EQ(SeriesValue(text, "gravac_steps_total", la), 2);
+  EXPECT_EQ(SeriesValue(text, "gravac_steps_total", lb), 1);
+  EXPECT_EQ(SeriesValue(text, "gravac_saved_bytes_total", la), 1800);
+  EXPECT_EQ(SeriesValue(text, "gravac_saved_bytes_total", lb), 975);
+  EXPECT_EQ(SeriesValue(text, "gravac_applied_theta", la), 10);
+  EXPECT_EQ(SeriesValue(text, "gravac_applied_theta", lb), 40);
+  EXPECT_EQ(SeriesValue(text, "gravac_expected_workers", la), 2);
+  testing::SeriesLabels kind = lb;
+  kind["kind"] = "deadline_exceeded";
+  EXPECT_EQ(SeriesValue(text, "gravac_errors_total", kind), 1);
+  kind = la;
+  kind["kind"] = "deadline_exceeded";
+  EXPECT_EQ(SeriesValue(text, "gravac_errors_total", kind), 0);
+  EXPECT_EQ(SeriesCount(text, "gravac_node_info"), 2);  // one per job; b's joined as node 1
+  bool b_info = false;
+  for (std::istringstream in(text); !b_info;) {
+    std::string line;
+    if (!std::getline(in, line)) break;
+    b_info = line.rfind("gravac_node_info{", 0) == 0 &&
+             line.find("job_name=\"train-b\"") != std::string::npos &&
+             line.find("node_rank=\"1\"") != std::string::npos;
+  }
+  EXPECT_TRUE(b_info) << text;
+  // No series without the job labels.
+  EXPECT_TRUE(std::isnan(SeriesValue(text, "gravac_steps_total", {{"node", "n0"}})));
+  const int steps_series = SeriesCount(text, "gravac_steps_total");
+  EXPECT_EQ(steps_series, 2);
+
+  a.reset();  // job a's retention passed
+  text = SerializeMetrics(registry);
+  EXPECT_TRUE(std::isnan(SeriesValue(text, "gravac_steps_total", la)));
+  EXPECT_EQ(SeriesCount(text, "gravac_steps_total"), 1);
+  EXPECT_EQ(SeriesValue(text, "gravac_steps_total", lb), 1);
+  EXPECT_EQ(text.find("train-a"), std::string::npos) << text;
+  b.reset();
+  EXPECT_EQ(SerializeMetrics(registry).find("train-b"), std::string::npos);
+  // A rerun of job a (a new DaemonMetrics) starts from zero.
+  ASSERT_OK_AND_ASSIGN(a, DaemonMetrics::CreateForJob(registry, "n0", {"train-a", "r1"}, 2));
+  EXPECT_EQ(SeriesValue(SerializeMetrics(registry), "gravac_steps_total", la), 0);
 }
 
 // The exposition passes Prometheus' own lint (counters end in _total, HELP present, units).

@@ -12,6 +12,9 @@ and the node's socket, and nothing else started for the job. Scenarios:
                 identical replicas (the same result digest on every rank); a third job started
                 after they end runs on the same daemons, which were never restarted (the socket's
                 SO_PEERCRED pid is the same before and after, and the processes are still ours).
+                Each daemon's /metrics reports each job apart (labels job_name, run_id: its
+                steps, applied theta, saved bytes) and removes an ended job's series after
+                --job_metrics_retention_s.
   ended_run_id  a job rerun with the run id the controller already ended fails on its workers
                 with an error naming the job, the node and the ended run (GRAVAC_ERR_REFUSED), while a job started
                 before it keeps running to the end.
@@ -106,13 +109,19 @@ class Cluster:
     def socket(self, node):
         return os.path.join(self.args.work_dir, "node%d.sock" % node)
 
-    def start_daemon(self, node, extra=()):
+    def metrics_port_file(self, node):
+        return os.path.join(self.args.work_dir, "node%d.metrics_port" % node)
+
+    def start_daemon(self, node, extra=(), metrics=False):
         proc = self.start(node, "gravacd-%d" % node, [
             self.args.gravacd, "--serve_jobs",
             "--controller=%s" % self.controller(), "--socket=%s" % self.socket(node),
             "--node_name=svc-n%d" % node, "--ucx_tls=tcp", "--ucx_net_devices=eth0",
-            "--metrics_address=off", "--insecure_plaintext", "--join_timeout_s=30",
-            "--worker_timeout_s=30", "--stall_timeout_s=60"] + list(extra))
+            "--insecure_plaintext", "--join_timeout_s=30",
+            "--worker_timeout_s=30", "--stall_timeout_s=60"]
+            + (["--metrics_address=127.0.0.1:0",
+                "--metrics_port_file=%s" % self.metrics_port_file(node)]
+               if metrics else ["--metrics_address=off"]) + list(extra))
         deadline = time.monotonic() + 20
         while daemon_pid(self.socket(node)) is None:
             check(proc.poll() is None, "gravacd on node %d exited: %s"
@@ -120,6 +129,31 @@ class Cluster:
             check(time.monotonic() < deadline, "gravacd on node %d never listened" % node)
             time.sleep(0.1)
         return proc
+
+
+    def scrape(self, node):
+        """gravacd's /metrics on `node` (fetched from inside the node's namespace)."""
+        with open(self.metrics_port_file(node)) as f:
+            port = int(f.read())
+        done = subprocess.run(
+            [self.netemu, "run", self.name, str(node), "--", sys.executable, "-c",
+             "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen("
+             "'http://127.0.0.1:%d/metrics', timeout=5).read().decode())" % port],
+            capture_output=True, text=True, timeout=30)
+        check(done.returncode == 0, "scraping gravacd on node %d: %s" % (node, done.stderr))
+        return done.stdout
+
+
+def series(text, name, **labels):
+    """The value of the series `name` whose labels are exactly `labels`, or None."""
+    for line in text.splitlines():
+        m = re.match(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$", line)
+        if not m or m.group(1) != name:
+            continue
+        got = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(2) or ""))
+        if got == labels:
+            return float(m.group(3))
+    return None
 
 
 def daemon_pid(path):
@@ -236,9 +270,18 @@ def first_error(out):
     return m.group(1)[:300] if m else "?"
 
 
+JOB_METRICS_RETENTION_S = 20
+
+
+def job_series(text, name, node, job, **extra):
+    return series(text, name, node="svc-n%d" % node, job_name=job, run_id="r1", **extra)
+
+
 def scenario_concurrent(cluster):
     cluster.start_controller()
-    daemons = [cluster.start_daemon(n) for n in (1, 2)]
+    daemons = [cluster.start_daemon(
+        n, ["--job_metrics_retention_s=%d" % JOB_METRICS_RETENTION_S], metrics=True)
+        for n in (1, 2)]
     pids = [daemon_pid(cluster.socket(n)) for n in (1, 2)]
     a = Job(cluster, "train-a", "r1", per_node=2, steps=30, seed=7)
     # Job b's gradients are sparse (2% non-zero), so its policy compresses further than a's.
@@ -246,14 +289,54 @@ def scenario_concurrent(cluster):
             nonzero=0.02)
     ta, ea = a.check_trained()
     tb, eb = b.check_trained()
+    ab_ended = time.monotonic()
     check(ta != tb[:len(ta)] and max(map(float, tb)) > max(map(float, ta)),
           "the jobs' theta did not follow their own gradients: a %s, b %s" % (ta, tb))
+    # gravacd's own series, one set per job (labels job_name, run_id), kept after the jobs ended.
+    gains = []
+    for n in (1, 2):
+        text = cluster.scrape(n)
+        for job, steps, thetas in (("train-a", 30, ta), ("train-b", 24, tb)):
+            got = job_series(text, "gravac_steps_total", n, job)
+            check(got == steps, "node %d: gravac_steps_total of %s is %s, want %d:\n%s"
+                  % (n, job, got, steps, text[-3000:]))
+            theta = job_series(text, "gravac_applied_theta", n, job)
+            check(theta == float(thetas[-1]), "node %d: gravac_applied_theta of %s is %s, its "
+                  "workers' last step used %s" % (n, job, theta, thetas[-1]))
+            dense = job_series(text, "gravac_dense_equivalent_bytes_total", n, job)
+            saved = job_series(text, "gravac_saved_bytes_total", n, job)
+            check(dense and saved and 0 < saved < dense,
+                  "node %d: %s saved %s of %s dense-equivalent bytes" % (n, job, saved, dense))
+            gains.append("%s on svc-n%d: %d steps, saved %.0f%% of %.0f dense bytes, last theta %s"
+                         % (job, n, steps, 100 * saved / dense, dense, thetas[-1]))
+        check(series(text, "gravac_steps_total", node="svc-n%d" % n) is None,
+              "node %d: a gravac_steps_total series without job labels" % n)
     for n in (1, 2):
         log = cluster.log("gravacd-%d" % n)
         check(re.search(r"jobs here: .*train-a.*train-b|jobs here: .*train-b.*train-a", log),
               "gravacd on node %d never served both jobs at once:\n%s" % (n, log[-3000:]))
     c = Job(cluster, "train-c", "r1", per_node=1, steps=20, seed=13)
     tc, ec = c.check_trained()
+    c_ended = time.monotonic()
+    # The ended jobs' series go JOB_METRICS_RETENTION_S after their sessions ended; c's stay
+    # until then.
+    deadline = ab_ended + JOB_METRICS_RETENTION_S + 15
+    while True:
+        texts = [cluster.scrape(n) for n in (1, 2)]
+        if not any("train-a" in t or "train-b" in t for t in texts):
+            break
+        check(time.monotonic() < deadline, "the series of train-a/train-b were still there %d s "
+              "after the jobs ended (retention %d s)" % (time.monotonic() - ab_ended,
+                                                        JOB_METRICS_RETENTION_S))
+        time.sleep(0.5)
+    removed_after = time.monotonic() - ab_ended
+    check(removed_after >= JOB_METRICS_RETENTION_S - 1,
+          "the series of train-a/train-b went %.1f s after the jobs ended, before the %d s "
+          "retention" % (removed_after, JOB_METRICS_RETENTION_S))
+    if time.monotonic() < c_ended + JOB_METRICS_RETENTION_S - 2:
+        for n in (1, 2):
+            check(job_series(texts[n - 1], "gravac_steps_total", n, "train-c") == 20,
+                  "node %d: train-c's series are missing within its retention" % n)
     after = [daemon_pid(cluster.socket(n)) for n in (1, 2)]
     check(after == pids and all(d.poll() is None for d in daemons),
           "the daemons changed: pids %s before, %s after" % (pids, after))
@@ -268,6 +351,10 @@ def scenario_concurrent(cluster):
     print("train-b: theta per step %s, epochs %s" % (" ".join(tb), eb))
     print("train-c (after, same daemons pids %s): theta per step %s, epochs %s"
           % (pids, " ".join(tc), ec))
+    for line in gains:
+        print("gravacd metrics: " + line)
+    print("the ended jobs' series were removed %.1f s after they ended (retention %d s)"
+          % (removed_after, JOB_METRICS_RETENTION_S))
 
 
 def scenario_ended_run_id(cluster):
