@@ -154,15 +154,31 @@ def image(podman):
     return name
 
 
+COMPILERS = ("gcc", "cc", "g++", "c++", "cpp", "clang", "clang++", "gfortran", "as", "ld")
+COMPILER_PACKAGE = re.compile(r"^(gcc|g\+\+|cpp|clang|llvm|binutils|gfortran)(-\d+)?$|"
+                              r"^(libgcc|libstdc\+\+)-\d+-dev$|^python3-pythran$")
+
+
 def test_the_image_runs_as_a_non_root_user_with_runtime_packages_only(podman, image):
+    """No build tools, -dev packages or compilers: neither a compiler's package nor a compiler
+    command (gcc, cc, g++, ...) on the image's PATH or in /usr/bin."""
+    script = ("id -u; echo compilers:; for c in %s; do command -v $c; ls /usr/bin/$c 2>/dev/null; "
+              "done; echo packages:; dpkg-query -W -f='${Package}\\n'" % " ".join(COMPILERS))
     done = podman("run", "--rm", "--runtime", "runc", "--network", "none",
                   "--cgroup-parent", podman.cgroup_parent, "--ulimit", "nofile=20000:20000",
-                  "--ulimit", "nproc=4096:4096", image, "sh", "-c",
-                  "id -u; dpkg-query -W -f='${Package}\\n'")
-    uid, *packages = done.stdout.split()
+                  "--ulimit", "nproc=4096:4096", image, "sh", "-c", script)
+    uid, rest = done.stdout.split("\ncompilers:\n", 1)
+    compilers, packages = rest.split("packages:\n", 1)
+    packages = packages.split()
     assert uid == "10001"
-    assert not [p for p in packages if p.endswith("-dev") or p in (
-        "build-essential", "cmake", "ninja-build", "gcc", "g++", "ccache")], packages
+    assert compilers.split() == [], compilers
+    assert not [p for p in packages if p.endswith("-dev") or COMPILER_PACKAGE.match(p) or p in (
+        "build-essential", "cmake", "ninja-build", "ccache")], packages
+    # The digits the example reads without scikit-learn (examples/python/train_digits.py).
+    assert "python3-sklearn" not in packages
+    podman("run", "--rm", "--runtime", "runc", "--network", "none",
+           "--cgroup-parent", podman.cgroup_parent, image, "test", "-s",
+           "/usr/local/share/gravac/examples/digits.csv.gz")
 
 
 @pytest.fixture

@@ -26,6 +26,7 @@ The prefix comes from tests/install/installed.py.
 import copy
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -289,6 +290,87 @@ def test_the_dockerfiles_build_in_one_stage_and_ship_another_as_a_non_root_user(
         ignored = f.read().split()
     assert "build*" in ignored and ".git" in ignored
     assert "tests/deploy/tools/node_modules" in ignored
+
+
+DIGITS_PROBE = """
+import hashlib, importlib.util, sys
+if sys.argv[2] == "without":
+    sys.modules["sklearn"] = None  # import sklearn raises ImportError, as in the image
+spec = importlib.util.spec_from_file_location("train_digits", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+parts = module.load_data(7)
+print(hashlib.sha256(b"".join(t.numpy().tobytes() for t in parts)).hexdigest(),
+      [tuple(t.shape) for t in parts])
+"""
+
+
+def test_train_digits_reads_the_same_digits_without_scikit_learn(prefix, tmp_path):
+    """The image has no scikit-learn: the installed train_digits.py then reads digits.csv.gz next
+    to it (deploy/Dockerfile copies scikit-learn's file there) and must get the same data; with
+    neither, it says what is missing."""
+    script = image_path(IMAGE_PREFIX + "/share/gravac/examples/train_digits.py", prefix)
+    copy_dir = tmp_path / "examples"
+    copy_dir.mkdir()
+    shutil.copy(script, copy_dir / "train_digits.py")
+    env = environment(prefix)
+
+    def load(mode):
+        return subprocess.run([sys.executable, "-c", DIGITS_PROBE, str(copy_dir / "train_digits.py"),
+                               mode], capture_output=True, text=True, timeout=120, env=env)
+
+    with_sklearn = load("with")
+    if with_sklearn.returncode != 0 and "No module named 'sklearn'" in with_sklearn.stderr:
+        pytest.skip("scikit-learn is not installed here to compare with")
+    assert with_sklearn.returncode == 0, with_sklearn.stderr
+    missing = load("without")
+    assert missing.returncode != 0
+    assert "neither scikit-learn nor %s" % (copy_dir / "digits.csv.gz") in missing.stderr, \
+        missing.stderr
+    import sklearn.datasets
+    shutil.copy(os.path.join(os.path.dirname(sklearn.datasets.__file__), "data", "digits.csv.gz"),
+                copy_dir / "digits.csv.gz")
+    without = load("without")
+    assert without.returncode == 0, without.stderr
+    assert without.stdout == with_sklearn.stdout
+    assert "(1437, 64)" in without.stdout
+
+
+# What a runtime image must not hold: compilers, assemblers and linkers, and what pulls them in.
+COMPILER_PACKAGE = re.compile(r"^(gcc|g\+\+|cpp|c\+\+|clang|llvm|binutils|gfortran)(-\d+)?$|"
+                              r"^(libgcc|libstdc\+\+)-\d+-dev$|^python3-pythran$|^build-essential$")
+
+
+def installed_with(packages, folder):
+    """Every package that `apt-get install --no-install-recommends packages` installs on an empty
+    Debian system (apt's own resolver, simulated with an empty dpkg status)."""
+    status = os.path.join(folder, "status")
+    open(status, "w").close()
+    done = subprocess.run(["apt-get", "install", "-s", "-qq", "--no-install-recommends",
+                           "-o", "Dir::State::status=" + status, *sorted(packages)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return set(re.findall(r"^Inst (\S+)", done.stdout, re.M))
+
+
+def test_the_runtime_stage_pulls_in_no_compiler(tmp_path):
+    """The CPU image's runtime packages, with everything they depend on, hold no compiler (as
+    python3-sklearn did: scipy -> python3-pythran -> g++); the CUDA image's are the same plus
+    the CUDA runtime and NCCL. The test container checks the built image too."""
+    if shutil.which("apt-get") is None or "Candidate: (none)" in subprocess.run(
+            ["apt-cache", "policy", "python3-torch"], capture_output=True, text=True).stdout:
+        pytest.skip("no apt package lists here to resolve the runtime stage's dependencies")
+    _, stages = dockerfile("Dockerfile")
+    packages = runtime_packages(stages[-1])
+    closure = installed_with(packages, str(tmp_path))
+    assert packages <= closure | ESSENTIAL
+    assert not sorted(p for p in closure if COMPILER_PACKAGE.match(p)), closure
+    # The check sees a compiler that a package pulls in (the image before this check).
+    assert "python3-pythran" in installed_with(packages | {"python3-sklearn"}, str(tmp_path))
+    _, cuda_stages = dockerfile("Dockerfile.cuda")
+    cuda_only = runtime_packages(cuda_stages[-1]) - packages
+    assert {re.sub(r"-\$\{CUDA\}$", "", p) for p in cuda_only} == {"cuda-cudart", "libnccl2"}, \
+        cuda_only
 
 
 def test_the_image_has_the_packages_of_every_library_the_programs_link(prefix):
