@@ -57,6 +57,9 @@ def add_gravac_args(p):
                    "default: the job's, 0.6)")
     g.add_argument("--sparse-values", choices=("fp32", "fp16", "bf16"), default="fp32",
                    help="precision the kept values travel at (static and gravac modes)")
+    g.add_argument("--compress-min-elements", type=int, default=0,
+                   help="gradients with fewer elements are sent dense (static and gravac modes; "
+                   "this worker's setting, not the job's; 0: compress all)")
 
 
 def parse_args(argv):
@@ -86,13 +89,15 @@ def make_compression(args):
     if args.mode == "dense":
         return hvd.Compression.none
     if args.mode == "static":
-        return hvd.Compression.topk(args.theta, values=args.sparse_values)
+        return hvd.Compression.topk(args.theta, values=args.sparse_values,
+                                    min_elements=args.compress_min_elements)
     return hvd.Compression.gravac(theta_min=args.theta_min, theta_max=args.theta_max,
                                   epsilon=args.epsilon, omega=args.omega, policy=args.policy,
                                   scale=args.scale, window=args.window,
                                   eval_steps=args.eval_steps, values=args.sparse_values,
                                   min_dwell=args.min_dwell,
-                                  min_relative_gain=args.min_relative_gain)
+                                  min_relative_gain=args.min_relative_gain,
+                                  min_elements=args.compress_min_elements)
 
 
 def load_data(seed):

@@ -1,7 +1,8 @@
-"""Compression's job-level arguments (sparse value precision, policy settings): validation, repr,
-gravacrun_args and controller_env, the example's --print-gravacrun-args; and a compressed
-allreduce in a job that CMake starts with --sparse_values fp16, whose kept values arrive rounded
-to fp16."""
+"""Compression's job-level arguments (sparse value precision, policy settings) and its worker-level
+min_elements: validation, repr, gravacrun_args and controller_env, the example's
+--print-gravacrun-args; a compressed allreduce in a job that CMake starts with --sparse_values
+fp16, whose kept values arrive rounded to fp16; and a tensor under min_elements, which arrives
+dense."""
 
 import os
 import subprocess
@@ -90,3 +91,30 @@ def test_job_sends_fp16_rounded_values():
     want[900:] = 2 * x[900:].half().float()
     assert torch.equal(y, want), (y[900:910], want[900:910])
     assert not torch.equal(y[900:], 2 * x[900:])  # fp32 values would arrive unrounded
+
+
+def test_min_elements_is_validated_and_shown():
+    assert hvd.Compression.gravac().min_elements == 0
+    topk = hvd.Compression.topk(10, min_elements=4096)
+    assert topk.min_elements == 4096
+    assert "min_elements=4096" in repr(topk)
+    assert "min_elements" not in repr(hvd.Compression.topk(10))
+    # A worker's setting: not among the job's flags.
+    assert "--min_elements" not in flags(topk.gravacrun_args())
+    assert topk.compresses(torch.zeros(4096)) and not topk.compresses(torch.zeros(4095))
+    assert not topk.compresses(torch.zeros(8192, dtype=torch.float64))
+    for bad in (-1, 1.5, "8", True):
+        with pytest.raises(ValueError, match="min_elements = .*int >= 0"):
+            hvd.Compression.gravac(min_elements=bad)
+
+
+def test_job_sends_small_tensors_dense_under_min_elements():
+    # θ = θ_min = 10 on 1000 elements keeps 100 per node; below min_elements the tensor goes
+    # through the dense allreduce and arrives whole (small integers: the sum is exact).
+    x = torch.arange(1000, dtype=torch.float32)
+    sparse = hvd.allreduce(x, name="min_elements_sparse", op=hvd.Sum,
+                           compression=hvd.Compression.topk(10, min_elements=1000))
+    assert int((sparse != 0).sum()) == 100, sparse
+    dense = hvd.allreduce(x, name="min_elements_dense", op=hvd.Sum,
+                          compression=hvd.Compression.topk(10, min_elements=1001))
+    assert torch.equal(dense, 2 * x), dense

@@ -36,6 +36,14 @@ per-step choice) and ``min_relative_gain`` (the least gain_c / gain_min for θ_c
 0 = the paper's ε alone) are left to the job's defaults (25, 0.6) when None, and then not among
 the flags.
 
+``min_elements`` (default 0: every fp32 gradient) is this worker's, not the job's: fp32
+gradients with fewer elements are not marked for compression and go through the dense
+allreduce every step (no residual, not in the policy's norms). Biases and small convolutions cost
+little to send whole, while top-k of a few hundred elements withholds most of a layer's update:
+on bench/e2e's Fashion-MNIST CNN, where 1.1% of the parameters sit in tensors under 32,768
+elements, sending them dense closed most of static θ = 10's early accuracy gap to dense SGD
+(bench/e2e/README.md). Every rank must pass the same value (the tensors' modes must agree).
+
 ``Compression.topk(θ)`` is a static θ: ``--theta_min θ --theta_max θ --epsilon 1e-9`` (the
 smallest ε keeps the per-step guard from falling back to dense). Each compressor's
 ``gravacrun_args()`` returns these flags and ``controller_env()`` the variables, and
@@ -111,7 +119,8 @@ class GravacCompressor(Compressor):
 
     def __init__(self, theta_min=10.0, theta_max=10000.0, epsilon=0.75, omega=0.05,
                  policy="geometric", scale=2.0, window=25, alpha=0.05, eval_steps=500,
-                 compressor="topk", values="fp32", min_dwell=None, min_relative_gain=None):
+                 compressor="topk", values="fp32", min_dwell=None, min_relative_gain=None,
+                 min_elements=0):
         theta_min, theta_max = float(theta_min), float(theta_max)
         if not (math.isfinite(theta_min) and theta_min >= 1.0):
             raise ValueError("theta_min = %g, must be a finite CF >= 1" % theta_min)
@@ -140,6 +149,9 @@ class GravacCompressor(Compressor):
         if min_relative_gain is not None and not 0.0 <= float(min_relative_gain) <= 1.0:
             raise ValueError("min_relative_gain = %g, must be within [0, 1] (0: epsilon alone)"
                              % float(min_relative_gain))
+        if isinstance(min_elements, bool) or not isinstance(min_elements, int) or min_elements < 0:
+            raise ValueError("min_elements = %r, must be an int >= 0 (0: compress every fp32 "
+                             "gradient)" % (min_elements,))
         if compressor not in _COMPRESSORS:
             raise ValueError("compressor = %r, must be one of %s"
                              % (compressor, ", ".join(_COMPRESSORS)))
@@ -156,6 +168,11 @@ class GravacCompressor(Compressor):
         self.min_relative_gain = None if min_relative_gain is None else float(min_relative_gain)
         self.compressor = compressor
         self.values = _check_values(values)
+        self.min_elements = min_elements
+
+    def compresses(self, tensor):
+        """True when the daemon is to compress `tensor`: fp32 with at least min_elements."""
+        return tensor.dtype == torch.float32 and tensor.numel() >= self.min_elements
 
     @staticmethod
     def compress(tensor):
@@ -193,21 +210,26 @@ class GravacCompressor(Compressor):
         return theta == 1.0 or self.theta_min * (1 - 1e-9) <= theta <= self.theta_max * (1 + 1e-9)
 
     def __repr__(self):
-        return "GravacCompressor(%s)" % ", ".join("%s=%s" % kv for kv in self.settings())
+        return "GravacCompressor(%s)" % ", ".join(
+            "%s=%s" % kv for kv in self.settings() + self._client_settings())
+
+    def _client_settings(self):
+        return [("min_elements", str(self.min_elements))] if self.min_elements else []
 
 
 class TopKCompressor(GravacCompressor):
     """A static compression factor θ: top-k of each fp32 gradient, k = n/θ, error feedback."""
 
-    def __init__(self, theta, compressor="topk", values="fp32"):
+    def __init__(self, theta, compressor="topk", values="fp32", min_elements=0):
         theta = float(theta)
         super().__init__(theta_min=theta, theta_max=theta, epsilon=1e-9, compressor=compressor,
-                         values=values)
+                         values=values, min_elements=min_elements)
         self.theta = theta
 
     def __repr__(self):
-        return "TopKCompressor(theta=%g, compressor=%s, values=%s)" % (
-            self.theta, self.compressor, self.values)
+        return "TopKCompressor(theta=%g, compressor=%s, values=%s%s)" % (
+            self.theta, self.compressor, self.values,
+            "".join(", %s=%s" % kv for kv in self._client_settings()))
 
 
 class Compression:
@@ -217,18 +239,21 @@ class Compression:
     fp16 = FP16Compressor
 
     @staticmethod
-    def topk(theta, compressor="topk", values="fp32"):
+    def topk(theta, compressor="topk", values="fp32", min_elements=0):
         """Static compression factor θ (the job must run with --theta_min θ --theta_max θ);
-        ``values``: "fp32", "fp16" or "bf16", the precision the kept values travel at."""
-        return TopKCompressor(theta, compressor=compressor, values=values)
+        ``values``: "fp32", "fp16" or "bf16", the precision the kept values travel at;
+        ``min_elements``: gradients with fewer elements are sent dense (see the module doc)."""
+        return TopKCompressor(theta, compressor=compressor, values=values,
+                              min_elements=min_elements)
 
     @staticmethod
     def gravac(theta_min=10.0, theta_max=10000.0, epsilon=0.75, omega=0.05, policy="geometric",
                scale=2.0, window=25, alpha=0.05, eval_steps=500, compressor="topk",
-               values="fp32", min_dwell=None, min_relative_gain=None):
+               values="fp32", min_dwell=None, min_relative_gain=None, min_elements=0):
         """Adaptive θ chosen by the GraVAC policy (settings: see the module doc)."""
         return GravacCompressor(theta_min=theta_min, theta_max=theta_max, epsilon=epsilon,
                                 omega=omega, policy=policy, scale=scale, window=window,
                                 alpha=alpha, eval_steps=eval_steps, compressor=compressor,
                                 values=values, min_dwell=min_dwell,
-                                min_relative_gain=min_relative_gain)
+                                min_relative_gain=min_relative_gain,
+                                min_elements=min_elements)

@@ -520,7 +520,9 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
 
 
 def _daemon_compress(compression, tensor):
-    compress = bool(getattr(compression, "daemon_compress", False)) and tensor.dtype == torch.float32
+    compresses = getattr(compression, "compresses", None)  # GravacCompressor: dtype and size
+    compress = bool(getattr(compression, "daemon_compress", False)) and (
+        compresses(tensor) if compresses is not None else tensor.dtype == torch.float32)
     if compress:
         use = getattr(_state.ctx(), "use_compressor", None)  # a world of one compresses here
         if use is not None:
