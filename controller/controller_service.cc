@@ -107,6 +107,64 @@ class JoinReactor final : public grpc::ServerUnaryReactor {
 };
 
 // ReportStats: the job of the first batch is the stream's; a batch naming another job ends it.
+// Regroup: finishes when the MembershipBook answers; an asker that goes away is removed.
+class RegroupReactor final : public grpc::ServerUnaryReactor {
+ public:
+  RegroupReactor(MembershipBook* book, const RegroupInfo& info, v1::Membership* response)
+      : book_(book), state_(std::make_shared<State>()) {
+    std::shared_ptr<State> state = state_;
+    const int64_t ticket =
+        book_->Regroup(info, [this, response, state](absl::StatusOr<MembershipInfo> m) {
+          {
+            absl::MutexLock lock(&state->mu);
+            state->finished = true;
+          }
+          if (!m.ok()) {
+            Finish(proto::ToGrpcStatus(m.status()));
+            return;
+          }
+          response->set_version(m->version);
+          response->set_run_id(m->run_id);
+          response->set_node_rank(m->node_rank);
+          response->set_world_size(m->world_size);
+          response->set_epoch_base(m->epoch_base);
+          for (const NodeEntry& n : m->nodes) ToProto(n, response->add_nodes());
+          for (const std::string& n : m->lost_nodes) response->add_lost_nodes(n);
+          for (const std::string& n : m->added_nodes) response->add_added_nodes(n);
+          Finish(grpc::Status::OK);
+        });
+    bool cancel = false;
+    {
+      absl::MutexLock lock(&state->mu);
+      state->ticket = ticket;
+      cancel = state->cancelled && !state->finished;
+    }
+    if (cancel && ticket != 0) book_->Cancel(ticket);
+  }
+
+  void OnCancel() override {
+    int64_t ticket = 0;
+    {
+      absl::MutexLock lock(&state_->mu);
+      state_->cancelled = true;
+      if (state_->finished) return;
+      ticket = state_->ticket;
+    }
+    if (ticket != 0) book_->Cancel(ticket);
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  struct State {
+    absl::Mutex mu;
+    int64_t ticket = 0;
+    bool cancelled = false;
+    bool finished = false;
+  };
+  MembershipBook* book_;
+  std::shared_ptr<State> state_;
+};
+
 class StatsReactor final : public grpc::ServerReadReactor<v1::StatsBatch> {
  public:
   // `authorize(job, coordinator, node_rank)` says whether the peer may report for that node of
@@ -329,9 +387,10 @@ void ToProto(const JobStatusInfo& in, v1::JobStatus* out) {
   out->set_epoch_base(in.epoch_base);
 }
 
-ControllerService::ControllerService(JobRegistry* jobs, Logger* log,
+ControllerService::ControllerService(JobRegistry* jobs, MembershipBook* memberships, Logger* log,
                                      proto::GrpcSecurity security, bool status_without_cert)
     : jobs_(jobs),
+      memberships_(memberships),
       log_(log),
       security_(std::move(security)),
       status_without_cert_(status_without_cert) {}
@@ -469,6 +528,29 @@ grpc::ServerUnaryReactor* ControllerService::Leave(grpc::CallbackServerContext* 
   return reactor;
 }
 
+grpc::ServerUnaryReactor* ControllerService::Regroup(grpc::CallbackServerContext* context,
+                                                     const v1::RegroupRequest* request,
+                                                     v1::Membership* response) {
+  const JobId job = FromProto(request->job_id());
+  absl::Status allowed = proto::CheckPeerIsNamed(
+      security_, *context->auth_context(), request->node_name(),
+      absl::StrFormat("Regroup as node '%s' of %s", request->node_name(), job.ToString()));
+  if (!allowed.ok()) {
+    if (log_ != nullptr) GRAVAC_LOG(*log_, kWarning, "%s", allowed.message());
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(proto::ToGrpcStatus(allowed));
+    return reactor;
+  }
+  return new RegroupReactor(memberships_,
+                            {.job = job,
+                             .node_name = request->node_name(),
+                             .local_count = request->local_count(),
+                             .from_version = request->from_version(),
+                             .min_size = request->min_size(),
+                             .max_size = request->max_size()},
+                            response);
+}
+
 std::shared_ptr<Coordinator> ControllerServer::coordinator(const JobId& id) {
   absl::StatusOr<std::shared_ptr<Coordinator>> c = jobs_->ForJoin(id, 0);
   return c.ok() ? *std::move(c) : nullptr;
@@ -490,8 +572,10 @@ absl::StatusOr<std::unique_ptr<ControllerServer>> ControllerServer::Start(
                                    .observers = options.observers});
   if (!jobs.ok()) return jobs.status();
   server->jobs_ = *std::move(jobs);
-  server->service_ = std::make_unique<ControllerService>(server->jobs_.get(), log, security,
-                                                         options.status_without_cert);
+  server->memberships_ =
+      std::make_unique<MembershipBook>(server->jobs_.get(), options.regroup_timeout, log);
+  server->service_ = std::make_unique<ControllerService>(
+      server->jobs_.get(), server->memberships_.get(), log, security, options.status_without_cert);
   // grpc.health.v1.Health for probes (Kubernetes' grpc probe): SERVING from the start; the
   // server's Shutdown turns it to NOT_SERVING.
   grpc::EnableDefaultHealthCheckService(true);
@@ -537,6 +621,7 @@ void ControllerServer::Tick() {
   while (!stop_.WaitForNotificationWithTimeout(options_.tick)) {
     const absl::Time now = absl::Now();
     jobs_->Tick(now);
+    memberships_->Tick(now);
   }
 }
 

@@ -38,6 +38,7 @@
 #include "absl/time/time.h"
 #include "controller/coordinator.h"
 #include "controller/job_registry.h"
+#include "controller/membership_book.h"
 #include "core/logging.h"
 #include "gravac/v1/controller.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
@@ -51,8 +52,9 @@ void ToProto(const JobStatusInfo& in, gravac::v1::JobStatus* out);
 class ControllerService final : public gravac::v1::Controller::CallbackService {
  public:
   // `jobs` and `log` (may be null) must outlive the service.
-  ControllerService(JobRegistry* jobs, Logger* log, proto::GrpcSecurity security,
-                    bool status_without_cert);
+  // `memberships` (elastic jobs' Regroup) must outlive the service too.
+  ControllerService(JobRegistry* jobs, MembershipBook* memberships, Logger* log,
+                    proto::GrpcSecurity security, bool status_without_cert);
 
   grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* context,
                                  const gravac::v1::JoinRequest* request,
@@ -71,6 +73,9 @@ class ControllerService final : public gravac::v1::Controller::CallbackService {
   grpc::ServerUnaryReactor* Leave(grpc::CallbackServerContext* context,
                                   const gravac::v1::LeaveRequest* request,
                                   gravac::v1::LeaveResponse* response) override;
+  grpc::ServerUnaryReactor* Regroup(grpc::CallbackServerContext* context,
+                                    const gravac::v1::RegroupRequest* request,
+                                    gravac::v1::Membership* response) override;
 
  private:
   // The peer of `context` may speak for node `node_rank` of `job` (see the file comment); OK when
@@ -83,6 +88,7 @@ class ControllerService final : public gravac::v1::Controller::CallbackService {
   bool StatusAllowed(const grpc::CallbackServerContext& context) const;
 
   JobRegistry* jobs_;
+  MembershipBook* memberships_;
   Logger* log_;
   const proto::GrpcSecurity security_;
   const bool status_without_cert_;
@@ -94,6 +100,9 @@ struct ControllerServerOptions {
   // ignored, jobs get theirs from `observers`.
   CoordinatorOptions coordinator;
   absl::Duration job_retention = absl::Minutes(10);  // an ended job is forgotten after this
+  // An elastic job's next membership forms without the nodes that did not ask for it this long
+  // after the first one did (MembershipBook).
+  absl::Duration regroup_timeout = absl::Seconds(10);
   ObserverFactory observers;                          // per-job metrics; empty = none
   absl::Duration tick = absl::Milliseconds(5);       // join timeouts, delayed deliveries
   absl::Duration shutdown_grace = absl::Seconds(1);  // open streams get this long to end
@@ -131,6 +140,7 @@ class ControllerServer {
 
   ControllerServerOptions options_;
   std::unique_ptr<JobRegistry> jobs_;
+  std::unique_ptr<MembershipBook> memberships_;
   std::unique_ptr<ControllerService> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;

@@ -33,6 +33,10 @@ constexpr SettingSpec kServerSettings[] = {
      "an ended job is forgotten this long after its end (its run id stays refused); a job with "
      "no daemon connected for this long counts as ended",
      SettingType::kDouble},
+    {"regroup_timeout_s", "GRAVAC_REGROUP_TIMEOUT_S", "10",
+     "elastic jobs: a membership change completes without the nodes of the old membership that "
+     "did not ask for the new one this long after the first node did (they are lost)",
+     SettingType::kDouble},
     {"join_timeout_s", "GRAVAC_JOIN_TIMEOUT_S", "120",
      "a join round fails when the job did not assemble this long after its first daemon",
      SettingType::kInt},
@@ -92,6 +96,12 @@ absl::StatusOr<ControllerServerOptions> OptionsFromSettings(const Settings& s, L
         absl::StrFormat("job_retention_s: must be > 0, got %g", retention));
   }
   o.job_retention = absl::Seconds(retention);
+  ASSIGN_OR_RETURN(double regroup, s.GetDouble("regroup_timeout_s"));
+  if (!(regroup > 0) || regroup > 1e6) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("regroup_timeout_s: must be > 0, got %g", regroup));
+  }
+  o.regroup_timeout = absl::Seconds(regroup);
   ASSIGN_OR_RETURN(int64_t join_timeout, s.GetInt("join_timeout_s"));
   c.join_timeout = absl::Seconds(join_timeout);
   ASSIGN_OR_RETURN(c.compressor, s.GetString("compressor"));

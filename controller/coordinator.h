@@ -183,6 +183,12 @@ class Coordinator {
   // fail with Unavailable.
   void Shutdown();
 
+  // An elastic job's next membership runs as a new Coordinator whose decisions continue above
+  // the previous membership's newest epoch (MembershipBook): the current decision is republished
+  // as epoch `epoch` + 1 and statistics of steps run under epochs <= `epoch` are refused, as for
+  // a restarted controller. Call before the job assembles.
+  void ContinueEpochsAbove(int64_t epoch);
+
   JobDecision Current() const;
   JobStatusInfo Status() const;
   bool assembled() const;

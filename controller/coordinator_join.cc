@@ -211,6 +211,13 @@ void Coordinator::CompleteRound() {
   if (current_.epoch > 0) Publish(current_);
 }
 
+void Coordinator::ContinueEpochsAbove(int64_t epoch) {
+  absl::MutexLock lock(&mu_);
+  if (epoch <= epoch_base_) return;
+  epoch_base_ = epoch;
+  current_ = FromPolicy(policy_.current(), epoch_base_ + 1);
+}
+
 void Coordinator::CancelJoin(int64_t ticket) {
   absl::MutexLock lock(&mu_);
   for (auto it = joiners_.begin(); it != joiners_.end(); ++it) {

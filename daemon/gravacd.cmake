@@ -1,5 +1,6 @@
 # gravacd: the wiring of the node daemon (gravacd.{h,cc}: the object graph and its life cycle;
-# gravacd_options: its settings; job_session: one job on this node; job_service: --serve_jobs)
+# gravacd_options: its settings; job_session: one job on this node; job_service: --serve_jobs;
+# regroup_desk: an elastic job's membership changes)
 # and its thin main.cc. Included by daemon/CMakeLists.txt once local/, engine/ and control/ exist.
 if(NOT (TARGET gravac_local AND TARGET gravac_engine AND TARGET gravac_control))
   message(STATUS "gravac: gravacd not built (daemon/local, engine or control missing)")
@@ -8,7 +9,8 @@ endif()
 
 add_library(gravac_gravacd ${CMAKE_CURRENT_SOURCE_DIR}/gravacd.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/gravacd_options.cc ${CMAKE_CURRENT_SOURCE_DIR}/job_session.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/job_service.cc ${CMAKE_CURRENT_SOURCE_DIR}/data_ports.cc)
+  ${CMAKE_CURRENT_SOURCE_DIR}/job_service.cc ${CMAKE_CURRENT_SOURCE_DIR}/data_ports.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/regroup_desk.cc)
 target_link_libraries(gravac_gravacd PUBLIC gravac_local gravac_engine gravac_control
   gravac_collectives gravac_transport gravac_daemon_metrics gravac_metrics gravac_core
   absl::synchronization absl::time)

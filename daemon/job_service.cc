@@ -35,7 +35,8 @@ JobService::JobService(GravacdOptions options, Logger* log, prometheus::Registry
     : options_(std::move(options)),
       log_(log),
       registry_(registry),
-      wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+      wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
+      regroups_(options_, log) {}
 
 JobService::~JobService() {
   RequestStop();
@@ -98,6 +99,7 @@ absl::Status JobService::Run() {
       }
     }
     Reap();
+    regroups_.Tick(now);
   }
   greetings_.clear();
   for (auto& [id, s] : sessions_) s->session->RequestStop();
@@ -182,6 +184,10 @@ void JobService::Route(ipc::UniqueFd fd, ipc::FrameReader reader, std::string pa
                absl::StrFormat("%s: this gravacd does not serve job '%s' (--jobs %s)", who,
                                job.name, absl::StrJoin(options_.jobs, ","))),
            hello.pid());
+    return;
+  }
+  if (hello.regroup()) {
+    regroups_.Take(std::move(fd), hello);
     return;
   }
   Reap();

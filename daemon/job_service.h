@@ -14,6 +14,8 @@
 //   - its job already has all its workers here (AlreadyExists: a second group claiming the job's
 //     slots, or a rerun that reused the run id while the first run is still here);
 //   - it sends no hello within kHelloTimeout, a malformed one, or names a malformed job id.
+// A regroup hello (an elastic job's worker asking for its place in the next membership) goes to
+// the RegroupDesk (regroup_desk.h), which answers it and closes the connection.
 // A session that cannot start (a run id the controller ended, an exhausted data port range, a
 // controller that refuses the job) fails its own workers' requests with the reason
 // (JobSession's fail_workers); the other sessions are not touched.
@@ -45,6 +47,7 @@
 #include "daemon/daemon_metrics.h"
 #include "daemon/gravacd_options.h"
 #include "daemon/job_session.h"
+#include "daemon/regroup_desk.h"
 
 namespace gravac::daemon {
 
@@ -108,6 +111,7 @@ class JobService {
     absl::Time until;
   };
   std::map<JobId, Retired> retired_;
+  RegroupDesk regroups_;
 };
 
 }  // namespace gravac::daemon

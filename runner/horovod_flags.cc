@@ -34,7 +34,8 @@ constexpr char kNoCycleMarks[] =
 constexpr char kNoAutotune[] =
     "gravac has no autotuner (GraVAC chooses the compression factor itself); set "
     "--fusion_threshold_bytes and --cycle_time_ms directly";
-constexpr char kNoElastic[] = "elastic training is not part of gravac; run a fixed -np";
+constexpr char kNoElastic[] =
+    "not part of gravac's elastic training yet (--min-np / --max-np are; docs/ELASTIC.md)";
 constexpr HorovodFlag kFlags[] = {
     {"num_proc", true, Kind::kMap, "np"},
     {"start_timeout", true, Kind::kMap, "start_timeout_s"},
@@ -67,8 +68,8 @@ constexpr HorovodFlag kFlags[] = {
     {"autotune_steps_per_sample", true, Kind::kRefuse, kNoAutotune},
     {"autotune_bayes_opt_max_samples", true, Kind::kRefuse, kNoAutotune},
     {"autotune_gaussian_process_noise", true, Kind::kRefuse, kNoAutotune},
-    {"min_np", true, Kind::kRefuse, kNoElastic},
-    {"max_np", true, Kind::kRefuse, kNoElastic},
+    {"min_np", true, Kind::kMap, "min_np"},
+    {"max_np", true, Kind::kMap, "max_np"},
     {"slots_per_host", true, Kind::kRefuse, kNoElastic},
     {"host_discovery_script", true, Kind::kRefuse, kNoElastic},
     {"reset_limit", true, Kind::kRefuse, kNoElastic},

@@ -121,7 +121,17 @@ class Job {
     if (s.ok() && !Stopped()) {
       Pump(absl::InfiniteFuture(), [&] { return Stopped() || AllDone(Role::kWorker); });
     }
-    if (s.ok() && !Stopped()) {
+    if (s.ok() && !Stopped() && Elastic()) {
+      // The daemons of an elastic job serve memberships (--serve_jobs) and never exit by
+      // themselves; a job none of whose workers finished was lost as a whole.
+      const bool any_finished = std::any_of(procs_.begin(), procs_.end(), [](const auto& p) {
+        return p->role == Role::kWorker && p->done && p->child.exit_code() == 0;
+      });
+      if (!any_finished) {
+        Say("every worker of the elastic job was lost; the job failed");
+        failure_code_ = 1;
+      }
+    } else if (s.ok() && !Stopped()) {
       bool exited = Pump(absl::Now() + options_.exit_grace,
                          [&] { return Stopped() || AllDone(Role::kDaemon); });
       if (!exited) {
@@ -144,6 +154,7 @@ class Job {
 
  private:
   bool Stopped() const { return failure_code_.has_value() || signal_ != 0; }
+  bool Elastic() const { return options_.min_np > 0; }
   // False with --node: only that node's workers run here.
   bool WholeJob() const { return options_.node < 0; }
 
@@ -356,6 +367,10 @@ class Job {
                                      StrCat("--listen=", host, ":", port),
                                      StrCat("--port_file=", port_file),
                                      StrCat("--nodes=", options_.nodes)};
+    if (options_.regroup_timeout > absl::ZeroDuration()) {
+      argv.push_back(
+          StrCat("--regroup_timeout_s=", absl::ToDoubleSeconds(options_.regroup_timeout)));
+    }
     std::vector<std::string> security =
         SecurityArgs({tls_.controller_cert}, {tls_.controller_key}, 0);
     argv.insert(argv.end(), security.begin(), security.end());
@@ -565,6 +580,7 @@ class Job {
                                        StrCat("--nodes=", options_.nodes)};
       if (!options_.job.name.empty()) argv.push_back(StrCat("--job_name=", options_.job.name));
       if (!options_.job.run_id.empty()) argv.push_back(StrCat("--run_id=", options_.job.run_id));
+      if (Elastic()) argv.push_back("--serve_jobs");  // one session per membership
       std::vector<std::string> security = SecurityArgs(tls_.node_cert, tls_.node_key, n, remote);
       argv.insert(argv.end(), security.begin(), security.end());
       std::vector<std::string> metrics =
@@ -652,6 +668,11 @@ class Job {
         if (!controller.empty()) env.emplace_back("GRAVAC_CONTROLLER", controller);
         if (!options_.job.name.empty()) env.emplace_back("GRAVAC_JOB_NAME", options_.job.name);
         if (!options_.job.run_id.empty()) env.emplace_back("GRAVAC_RUN_ID", options_.job.run_id);
+        if (Elastic()) {
+          env.emplace_back("GRAVAC_ELASTIC", "1");
+          env.emplace_back("GRAVAC_MIN_NP", StrCat(options_.min_np));
+          env.emplace_back("GRAVAC_MAX_NP", StrCat(options_.max_np));
+        }
         if (!tls_.ca.empty() && !Remote(n)) {  // gravacctl from a rank reaches the controller
           env.emplace_back("GRAVAC_TLS_CA", tls_.ca);
           env.emplace_back("GRAVAC_TLS_CERT", tls_.client_cert);
@@ -759,6 +780,11 @@ class Job {
                           controller_restarts_));
     }
     if (stopping_ || p.child.exit_code() == 0) return;
+    if (Elastic() && p.child.killed_by_signal() && p.role != Role::kController) {
+      // A lost node of an elastic job: its survivors regroup without it (docs/ELASTIC.md).
+      Say(StrCat(p.name, " ", DescribeExit(p), "; elastic job: training goes on without it"));
+      return;
+    }
     Say(StrCat(p.name, " ", DescribeExit(p),
                failure_code_.has_value() ? "" : "; stopping the job"));
     if (!failure_code_.has_value() && signal_ == 0) failure_code_ = p.child.exit_code();

@@ -73,6 +73,16 @@ constexpr SettingSpec kOwnSettings[] = {
      "how often a controller that dies during the job is restarted on the same address (the "
      "daemons re-join it; training goes on meanwhile); 0 = a dead controller ends the job",
      SettingType::kInt},
+    {"min_np", "", "0",
+     "elastic job (hvd.elastic): fewest ranks the job trains on; a node whose processes die is "
+     "dropped and the survivors go on from their last commit while at least this many ranks are "
+     "left, else the job ends naming the lost nodes (0 = not elastic)",
+     SettingType::kInt},
+    {"max_np", "", "0", "elastic job: most ranks (0 = -np)", SettingType::kInt},
+    {"regroup_timeout_s", "", "0",
+     "elastic job: a node that did not ask for the next membership this long after the first "
+     "did is lost (the controller's regroup_timeout_s; 0 = its default, 10 s)",
+     SettingType::kDouble},
 };
 
 // Forwarded to every gravacd.
@@ -444,6 +454,26 @@ absl::StatusOr<RunnerOptions> ParseRunnerArgs(absl::Span<const char* const> args
         absl::StrFormat("--controller_restarts must be 0..1000, got %d", restarts));
   }
   options.controller_restarts = static_cast<int>(restarts);
+  ASSIGN_OR_RETURN(int64_t min_np, s.GetInt("min_np"));
+  ASSIGN_OR_RETURN(int64_t max_np, s.GetInt("max_np"));
+  if (min_np < 0 || min_np > options.np) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--min-np must be 1..-np (%d), got %d", options.np, min_np));
+  }
+  if (max_np != 0 && (max_np < options.np || max_np > 1 << 20)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--max-np must be >= -np (%d), got %d", options.np, max_np));
+  }
+  if (max_np != 0 && min_np == 0) {
+    return absl::InvalidArgumentError("--max-np needs --min-np (an elastic job)");
+  }
+  if (min_np > 0 && options.node >= 0) {
+    return absl::InvalidArgumentError(
+        "--min-np: an elastic job needs the whole job under this gravacrun (not --node)");
+  }
+  options.min_np = static_cast<int>(min_np);
+  options.max_np = static_cast<int>(max_np);
+  ASSIGN_OR_RETURN(options.regroup_timeout, Seconds(s, "regroup_timeout_s"));
   return options;
 }
 

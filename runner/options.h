@@ -83,6 +83,14 @@ struct RunnerOptions {
   bool verbose = false;                              // log the command lines started
   // How often a controller that dies during the job is restarted on its address (launcher.h).
   int controller_restarts = 5;
+  // Elastic jobs (issue 22; docs/ELASTIC.md): min_np > 0 makes the job elastic. The daemons serve
+  // successive memberships (--serve_jobs), the workers regroup after a lost node (hvd.elastic),
+  // and a node whose processes were killed is lost, not a failure, while at least min_np ranks
+  // go on. max_np: most ranks (0 = np). regroup_timeout: the controller's regroup_timeout_s
+  // (zero = its default).
+  int min_np = 0;
+  int max_np = 0;
+  absl::Duration regroup_timeout = absl::ZeroDuration();
 };
 
 // The settings table of gravacrun (for --help and parsing).

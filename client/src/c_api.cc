@@ -8,8 +8,10 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "client/src/client.h"
 #include "client/src/device_staging.h"
+#include "client/src/regroup.h"
 #include "core/mutex.h"
 #include "gravac/gravac.h"
 
@@ -213,6 +215,48 @@ gravac_status gravac_init_with_config(const gravac_config* config, gravac_contex
   if (config->staging_bytes > 0) c.staging_bytes = static_cast<uint64_t>(config->staging_bytes);
   c.zero_copy = config->no_zero_copy == 0;
   return Init(c, ctx, error, error_size);
+}
+
+gravac_status gravac_regroup(const char* first_run_id, int64_t from_version, int min_size,
+                             int max_size, double timeout_s, gravac_placement* out, char* error,
+                             size_t error_size) {
+  if (out == nullptr) {
+    CopyError(absl::InvalidArgumentError("out is NULL"), error, error_size);
+    return GRAVAC_ERR_INVALID;
+  }
+  absl::StatusOr<ClientConfig> config =
+      gravac::client::ConfigFromEnvironment(gravac::ProcessEnvironment());
+  if (!config.ok()) {
+    CopyError(config.status(), error, error_size);
+    return FromStatus(config.status());
+  }
+  config->run_id = first_run_id != nullptr ? first_run_id : "";
+  gravac::client::RegroupRequest request{.from_version = from_version,
+                                         .min_size = min_size,
+                                         .max_size = max_size};
+  if (timeout_s > 0) request.timeout = absl::Seconds(timeout_s);
+  absl::StatusOr<gravac::v1::Placement> p = gravac::client::Regroup(*config, request);
+  if (!p.ok()) {
+    CopyError(p.status(), error, error_size);
+    return FromStatus(p.status());
+  }
+  auto copy = [](const std::string& from, char* to, size_t size) {
+    const size_t n = std::min(size - 1, from.size());
+    std::memcpy(to, from.data(), n);
+    to[n] = '\0';
+  };
+  *out = gravac_placement{};
+  out->version = p->version();
+  copy(p->run_id(), out->run_id, sizeof(out->run_id));
+  out->rank = p->rank();
+  out->size = p->size();
+  out->local_rank = p->local_rank();
+  out->local_size = p->local_size();
+  out->node_rank = p->node_rank();
+  out->nodes = p->nodes();
+  copy(absl::StrJoin(p->lost_nodes(), ","), out->lost_nodes, sizeof(out->lost_nodes));
+  copy(absl::StrJoin(p->added_nodes(), ","), out->added_nodes, sizeof(out->added_nodes));
+  return GRAVAC_OK;
 }
 
 int gravac_rank(const gravac_context* ctx) { return ctx ? ctx->client->config().rank : -1; }

@@ -68,6 +68,7 @@ class ControllerClient::Impl {
   void Report(const NodeStepStats& stats);
   void Shutdown();
   absl::StatusOr<bool> Leave();
+  absl::StatusOr<MembershipResult> Regroup(const RegroupAsk& ask);
 
   int64_t dropped() const {
     absl::MutexLock lock(&mu_);
@@ -444,6 +445,50 @@ absl::StatusOr<bool> ControllerClient::Impl::Leave() {
   return response.job_ended();
 }
 
+absl::StatusOr<MembershipResult> ControllerClient::Impl::Regroup(const RegroupAsk& ask) {
+  v1::RegroupRequest request;
+  SetJobId(ask.job, request.mutable_job_id());
+  request.set_node_name(ask.node_name);
+  request.set_local_count(ask.local_count);
+  request.set_from_version(ask.from_version);
+  request.set_min_size(ask.min_size);
+  request.set_max_size(ask.max_size);
+  const absl::Time deadline = absl::Now() + options_.join_timeout;
+  absl::Duration backoff = options_.reconnect_initial;
+  while (true) {
+    grpc::ClientContext ctx;
+    ctx.set_wait_for_ready(true);
+    ctx.set_deadline(absl::ToChronoTime(deadline));
+    if (!Register(&ctx, &join_ctx_)) return absl::CancelledError("regroup: the client is stopping");
+    v1::Membership response;
+    grpc::Status status = stub_->Regroup(&ctx, request, &response);
+    Unregister(&join_ctx_);
+    if (status.ok()) {
+      MembershipResult m;
+      m.version = response.version();
+      m.run_id = response.run_id();
+      m.node_rank = response.node_rank();
+      m.nodes = response.nodes_size();
+      m.world_size = response.world_size();
+      if (m.node_rank < 0 || m.node_rank >= m.nodes) {
+        return absl::DataLossError(absl::StrFormat(
+            "regroup: the controller placed node '%s' at node rank %d of %d", ask.node_name,
+            m.node_rank, m.nodes));
+      }
+      m.first_rank = response.nodes(m.node_rank).first_rank();
+      m.lost_nodes.assign(response.lost_nodes().begin(), response.lost_nodes().end());
+      m.added_nodes.assign(response.added_nodes().begin(), response.added_nodes().end());
+      return m;
+    }
+    absl::Status s = proto::FromGrpcStatus(
+        status, absl::StrFormat("regroup node '%s' of %s at controller %s", ask.node_name,
+                                ask.job.ToString(), options_.address));
+    if (s.code() != absl::StatusCode::kUnavailable || absl::Now() + backoff >= deadline) return s;
+    if (!Sleep(backoff)) return absl::CancelledError("regroup: the client is stopping");
+    backoff = std::min(backoff * 2, options_.reconnect_max);
+  }
+}
+
 absl::StatusOr<std::unique_ptr<ControllerClient>> ControllerClient::Create(
     ControllerClientOptions options) {
   if (options.address.empty()) {
@@ -475,6 +520,9 @@ JobDecision ControllerClient::Newest() const { return impl_->Newest(); }
 void ControllerClient::Report(const NodeStepStats& stats) { impl_->Report(stats); }
 void ControllerClient::Shutdown() { impl_->Shutdown(); }
 absl::StatusOr<bool> ControllerClient::Leave() { return impl_->Leave(); }
+absl::StatusOr<MembershipResult> ControllerClient::Regroup(const RegroupAsk& ask) {
+  return impl_->Regroup(ask);
+}
 int64_t ControllerClient::dropped_stats() const { return impl_->dropped(); }
 int64_t ControllerClient::sent_stats() const { return impl_->sent(); }
 int64_t ControllerClient::reconnects() const { return impl_->reconnects(); }

@@ -86,6 +86,28 @@ struct JoinResult {
   JobConfig job;
 };
 
+// Elastic jobs: this node asks for the job's next membership (Regroup).
+struct RegroupAsk {
+  JobId job;  // the job's first run
+  std::string node_name;
+  int local_count = 0;       // workers on this node in the next membership
+  int64_t from_version = 0;  // -1: a new node
+  int min_size = 0;
+  int max_size = 0;
+};
+
+// This node's place in the new membership.
+struct MembershipResult {
+  int64_t version = 0;
+  std::string run_id;  // the run of the new membership
+  int node_rank = 0;
+  int nodes = 0;
+  int first_rank = 0;  // of this node
+  int world_size = 0;
+  std::vector<std::string> lost_nodes;
+  std::vector<std::string> added_nodes;
+};
+
 class ControllerClient : public DecisionSource, public StatsSink {
  public:
   // InvalidArgument for an empty address. Does not connect yet.
@@ -100,6 +122,12 @@ class ControllerClient : public DecisionSource, public StatsSink {
   // not assemble in time; the controller's error (InvalidArgument / AlreadyExists ...) naming the
   // field when the membership is inconsistent (duplicate node, overlapping ranks, world size).
   absl::StatusOr<JoinResult> Join(const JoinInfo& info);
+
+  // Asks for the job's next membership and blocks until the controller published it (at most
+  // join_timeout; retries while the controller is not reachable). The controller's error
+  // (FailedPrecondition: below --min-np naming the lost nodes, a stale version) otherwise.
+  // Independent of Join: a client may only regroup.
+  absl::StatusOr<MembershipResult> Regroup(const RegroupAsk& ask);
 
   // Starts the decision watcher and the stats sender. Precondition: Join succeeded.
   void Start();

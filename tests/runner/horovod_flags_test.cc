@@ -84,6 +84,12 @@ TEST(HorovodFlagsTest, NotesFlagsGravacNeedsNothingFor) {
   EXPECT_THAT(t.notes[1], HasSubstr("within a node"));
 }
 
+TEST(HorovodFlagsTest, ElasticBoundsBecomeGravacrunsOwn) {
+  ASSERT_OK_AND_ASSIGN(HorovodTranslation t,
+                       Translate({"-np", "4", "--min-np", "2", "--max-np", "6", "python"}));
+  EXPECT_THAT(t.args, ElementsAre("-np", "4", "--min_np=2", "--max_np=6", "--", "python"));
+}
+
 TEST(HorovodFlagsTest, RefusesNamingTheFlagAndWhatToDo) {
   EXPECT_THAT(Translate({"-np", "2", "--timeline-mark-cycles", "python"}),
               StatusIs(absl::StatusCode::kInvalidArgument,
@@ -92,7 +98,7 @@ TEST(HorovodFlagsTest, RefusesNamingTheFlagAndWhatToDo) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--timeline-filename alone")));
   EXPECT_THAT(Translate({"--autotune", "-np", "2", "python"}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("no autotuner")));
-  EXPECT_THAT(Translate({"--min-np", "2", "python"}),
+  EXPECT_THAT(Translate({"--host-discovery-script", "d.sh", "python"}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("elastic")));
   EXPECT_THAT(Translate({"--frobnicate", "python"}),
               StatusIs(absl::StatusCode::kInvalidArgument,

@@ -118,6 +118,23 @@ TEST(ParseRunnerArgsTest, ControllerRestartsDefaultAndBounds) {
                        HasSubstr("--controller_restarts must be 0..1000, got -1")));
 }
 
+TEST(ParseRunnerArgsTest, ElasticBounds) {
+  ASSERT_OK_AND_ASSIGN(RunnerOptions o, Parse({"-np", "4", "--", "true"}));
+  EXPECT_EQ(o.min_np, 0);  // not elastic
+  ASSERT_OK_AND_ASSIGN(o, Parse({"-np", "4", "--min-np", "2", "--max-np", "8",
+                                 "--regroup_timeout_s", "3", "--", "true"}));
+  EXPECT_EQ(o.min_np, 2);
+  EXPECT_EQ(o.max_np, 8);
+  EXPECT_EQ(o.regroup_timeout, absl::Seconds(3));
+  EXPECT_THAT(Parse({"-np", "4", "--min-np", "5", "--", "true"}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--min-np must be 1..-np (4), got 5")));
+  EXPECT_THAT(Parse({"-np", "4", "--min-np", "2", "--max-np", "3", "--", "true"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--max-np must be >= -np")));
+  EXPECT_THAT(Parse({"-np", "4", "--max-np", "8", "--", "true"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("needs --min-np")));
+}
+
 TEST(ParseRunnerArgsTest, ValidatesNpAndNodes) {
   EXPECT_THAT(Parse({"--", "true"}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("-np must be")));

@@ -134,6 +134,30 @@ gravac_status gravac_init_verbose(gravac_context** ctx, char* error, size_t erro
 gravac_status gravac_init_with_config(const gravac_config* config, gravac_context** ctx,
                                       char* error, size_t error_size);
 
+/* Elastic jobs (issue 22): this worker's place in its job's next membership, after the one it
+ * was in broke or changed. */
+typedef struct {
+  int64_t version;     /* the membership's version (grows by one per change) */
+  char run_id[136];    /* the run to initialize with (GRAVAC_RUN_ID) */
+  int rank, size, local_rank, local_size, node_rank, nodes;
+  char lost_nodes[1024];   /* nodes of the previous membership not in this one, comma-separated */
+  char added_nodes[1024];  /* nodes new in this one */
+} gravac_placement;
+
+/* Asks this node's daemon (a gravacd --serve_jobs) for the place of this worker in the next
+ * membership of its job, reading GRAVAC_DAEMON_SOCKET, GRAVAC_JOB_NAME, GRAVAC_LOCAL_RANK,
+ * GRAVAC_LOCAL_SIZE and GRAVAC_CONNECT_TIMEOUT_S from the environment; `first_run_id` names the
+ * job's first run (membership 0), `from_version` the membership this worker was in (-1: a worker
+ * of a node that joins), `min_size`/`max_size` the job's bounds in ranks (0: none). Blocks until
+ * the controller published the membership (at most timeout_s; <= 0: 300 s). Every worker of the
+ * node's old membership calls it (the daemon gathers them). Errors: GRAVAC_ERR_INVALID /
+ * GRAVAC_ERR_UNAVAILABLE / GRAVAC_ERR_TIMEOUT as for gravac_init; a membership below min_size
+ * (the message names the lost nodes) or a stale from_version fail with the controller's
+ * message. */
+gravac_status gravac_regroup(const char* first_run_id, int64_t from_version, int min_size,
+                             int max_size, double timeout_s, gravac_placement* out, char* error,
+                             size_t error_size);
+
 int gravac_rank(const gravac_context* ctx);
 int gravac_size(const gravac_context* ctx);
 int gravac_local_rank(const gravac_context* ctx);

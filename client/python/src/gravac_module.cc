@@ -302,6 +302,39 @@ PYBIND11_MODULE(_gravac, m) {
   m.attr("UINT8") = static_cast<int>(GRAVAC_UINT8);
   m.attr("SUM") = static_cast<int>(GRAVAC_SUM);
   m.attr("AVERAGE") = static_cast<int>(GRAVAC_AVERAGE);
+  m.def(
+      "regroup",
+      [](const std::string& first_run_id, int64_t from_version, int min_size, int max_size,
+         double timeout_s) {
+        gravac_placement p{};
+        char error[1024] = {0};
+        gravac_status s;
+        {
+          py::gil_scoped_release release;
+          s = gravac_regroup(first_run_id.c_str(), from_version, min_size, max_size, timeout_s,
+                             &p, error, sizeof(error));
+        }
+        if (s != GRAVAC_OK) {
+          gravac::python::Raise(s, std::string("elastic regroup failed: ") + error);
+        }
+        py::dict d;
+        d["version"] = p.version;
+        d["run_id"] = std::string(p.run_id);
+        d["rank"] = p.rank;
+        d["size"] = p.size;
+        d["local_rank"] = p.local_rank;
+        d["local_size"] = p.local_size;
+        d["node_rank"] = p.node_rank;
+        d["nodes"] = p.nodes;
+        d["lost_nodes"] = std::string(p.lost_nodes);
+        d["added_nodes"] = std::string(p.added_nodes);
+        return d;
+      },
+      py::arg("first_run_id"), py::arg("from_version"), py::arg("min_size") = 0,
+      py::arg("max_size") = 0, py::arg("timeout_s") = 0.0,
+      "Asks this node's daemon for this worker's place in the job's next membership (elastic "
+      "jobs); returns a dict (version, run_id, rank, size, local_rank, local_size, node_rank, "
+      "nodes, lost_nodes, added_nodes).");
   m.def("dtype_size", [](int code) { return gravac_dtype_size(static_cast<gravac_dtype>(code)); });
   m.def("status_string", [](int code) {
     return std::string(gravac_status_string(static_cast<gravac_status>(code)));

@@ -10,8 +10,9 @@ around --classes random centres, and as many held-out points.
 
   gravacrun -np 2 --nodes 2 -- /usr/bin/python3 examples/python/horovod/elastic_train.py
 
-On gravac's fixed membership a lost worker still ends the job (issue 22): hvd.elastic.run restores
-the last commit, and the reset reports that the world cannot be re-formed. --inject-failure-at N
+Started as an elastic job (gravacrun --min-np 2 ...; docs/ELASTIC.md), a lost node's survivors
+regroup into a smaller membership, restore the last commit and train on; without --min-np the
+membership is fixed and a lost worker ends the job after the restore. --inject-failure-at N
 raises HorovodInternalError on every rank once, at global batch N (as every survivor sees a lost
 peer), so that the restore / reset / resume path runs in a whole world: the job then resumes from
 the last commit and must still finish every epoch. At the end every rank checks that all replicas
@@ -122,12 +123,13 @@ def main():
             end_epoch(state)
 
     def end_epoch(state):
+        state.epoch += 1  # committed as the next epoch: a restore does not train this one again
         state.batch = 0
-        state.train_sampler.set_epoch(state.epoch + 1)
+        state.train_sampler.set_epoch(state.epoch)
         state.commit()
 
     def on_state_reset():
-        # After a reset the world may have another size (not on gravac's fixed membership yet).
+        # After a reset the world may have another size (an elastic job that lost a node).
         for param_group in optimizer.param_groups:
             param_group["lr"] = args.lr * hvd.size()
         if hvd.rank() == 0:

@@ -16,24 +16,31 @@
     state.register_reset_callbacks([lambda: scale_lr(hvd.size())])
     train(state)
 
-What a failure does on gravac's membership today (fixed: issue 22 adds membership changes):
+What a failure does on gravac:
 
 - A collective that fails because the world failed raises HorovodInternalError on every rank
-  (gravac.common.exceptions). run() restores the last commit, resets (hvd.shutdown(); hvd.init())
-  and, when the reset re-forms the world, runs the reset callbacks, syncs the state from rank 0
-  and calls the function again: training resumes from the commit.
-- When a worker, daemon or node is gone, the world cannot be re-formed: the membership is fixed,
-  so the job cannot go on with fewer ranks (nor grow). The reset then raises GravacError naming
-  the failure and issue 22, on each surviving rank, after its state was restored to the last
-  commit; the job ends as it does without elastic.
+  (gravac.common.exceptions). run() restores the last commit, resets and, when the reset forms a
+  world, runs the reset callbacks, syncs the state from rank 0 and calls the function again:
+  training resumes from the commit.
+- In an **elastic job** (gravacrun --min-np; GRAVAC_ELASTIC=1 in the environment) the reset asks
+  this node's daemon for the job's next membership (gravac._gravac.regroup: the controller
+  publishes it once every node of the old one asked or its regroup timeout passed; lost nodes are
+  dropped, ranks renumbered densely) and initializes in it: hvd.rank()/size()/local_rank() are
+  the new ones, and the job trains on with the smaller world. Below --min-np ranks the reset
+  raises GravacError naming the lost nodes and the job ends (docs/ELASTIC.md).
+- Outside an elastic job the membership is fixed: when a worker, daemon or node is gone the
+  reset raises GravacError naming the failure, on each surviving rank, after its state was
+  restored to the last commit; the job ends as it does without elastic.
 - HostsUpdatedInterrupt (hosts added or removed) is raised by commit() when rank 0 recorded an
-  update with State.on_hosts_updated(); gravac's controller does not publish any yet, so only a
-  caller of on_hosts_updated triggers it. run() then resets without restoring.
-- There is no gravacrun --min-np / --max-np / --host-discovery-script yet, and no reset limit:
-  a function that raises HorovodInternalError on every call while the world stays healthy is
-  retried forever (as in Horovod without --reset-limit).
+  update with State.on_hosts_updated(); run() then resets without restoring (in an elastic job
+  the reset regroups, so the job takes in the nodes asking to join).
+- There is no reset limit: a function that raises HorovodInternalError on every call while the
+  world stays healthy is retried forever (as in Horovod without --reset-limit).
 """
 
+import os
+
+from gravac import _gravac
 from gravac._gravac import GravacError
 from gravac.common.elastic import HostUpdateResult, ObjectState, State, run_fn
 from gravac.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt
@@ -41,8 +48,8 @@ from gravac.torch import mpi_ops
 from gravac.torch.elastic.sampler import ElasticSampler
 from gravac.torch.elastic.state import TorchState
 
-_ISSUE = ("gravac's job membership is fixed: a job cannot yet go on with fewer ranks after losing "
-          "a worker, daemon or node, nor grow (elastic membership changes: issue 22)")
+_ISSUE = ("this job's membership is fixed: it cannot go on with fewer ranks after losing a worker, "
+          "daemon or node (start it as an elastic job: gravacrun --min-np; issue 22)")
 
 
 def run(func):
@@ -62,7 +69,13 @@ def _reset(cause=None):
     this node's daemon and runs one collective over every rank. When that fails the world is
     gone: raises GravacError (not HorovodInternalError, which would retry forever) naming the
     failure that caused the reset and the missing membership change."""
-    mpi_ops.shutdown()
+    if os.environ.get("GRAVAC_ELASTIC") == "1":
+        # The old membership's connection is closed (not parked for a re-init as on a fixed
+        # world): its session on the daemon ends, and init() joins the new membership's run.
+        mpi_ops._close()
+        _regroup()
+    else:
+        mpi_ops.shutdown()
     try:
         mpi_ops.init()
     except GravacError as e:
@@ -76,5 +89,32 @@ def _reset(cause=None):
         raise error from e
 
 
+def _regroup():
+    """Asks this node's daemon for this worker's place in the job's next membership and points
+    the GRAVAC_* environment (which init() reads) at it. Raises GravacError (not
+    HorovodInternalError) when the job cannot go on: below --min-np, naming the lost nodes."""
+    env = os.environ
+    first_run = env.setdefault("GRAVAC_FIRST_RUN_ID", env.get("GRAVAC_RUN_ID", ""))
+    version = int(env.get("GRAVAC_MEMBERSHIP_VERSION", "0"))
+    placement = _gravac.regroup(first_run, version, int(env.get("GRAVAC_MIN_NP", "0")),
+                                int(env.get("GRAVAC_MAX_NP", "0")))
+    env.update({
+        "GRAVAC_RUN_ID": placement["run_id"],
+        "GRAVAC_MEMBERSHIP_VERSION": str(placement["version"]),
+        "GRAVAC_RANK": str(placement["rank"]),
+        "GRAVAC_SIZE": str(placement["size"]),
+        "GRAVAC_LOCAL_RANK": str(placement["local_rank"]),
+        "GRAVAC_LOCAL_SIZE": str(placement["local_size"]),
+        "GRAVAC_NODE_RANK": str(placement["node_rank"]),
+        "GRAVAC_NODES": str(placement["nodes"]),
+    })
+    return placement
+
+
+def membership_version():
+    """The version of the membership this worker is in (0 until the first change)."""
+    return int(os.environ.get("GRAVAC_MEMBERSHIP_VERSION", "0"))
+
+
 __all__ = ["ElasticSampler", "HorovodInternalError", "HostUpdateResult", "HostsUpdatedInterrupt",
-           "ObjectState", "State", "TorchState", "run"]
+           "ObjectState", "State", "TorchState", "membership_version", "run"]

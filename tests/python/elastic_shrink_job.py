@@ -1,0 +1,186 @@
+#!/usr/bin/python3
+"""Issue 22's acceptance test: an elastic job that loses a node trains on.
+
+Runs examples/python/horovod/elastic_train.py twice under gravacrun on emulated links (2 nodes x 2
+workers, each node in its own network namespace, --min-np 2):
+
+  1. uninterrupted: the reference accuracy;
+  2. when rank 0 reports the end of epoch 1, every process of node 1 (all processes in its
+     network namespace: its gravacd and its two workers) is killed with SIGKILL. The two
+     survivors must regroup into a membership of 2 ranks, restore their last commit, finish
+     every epoch with identical replicas (the script checks them with an allgather) and reach
+     an accuracy within --max-accuracy-drop of run 1; gravacrun must exit 0.
+
+Prints the time from the kill to the survivors training again (rank 0's reset callback, which
+runs once the new membership is formed and the state synced) as
+"ELASTIC_SHRINK_OK ... fault to training again X s". With --min-np 3 instead (--expect-end), the
+job must end with an error naming the lost node. Needs root (network namespaces); exits 77
+(skip) otherwise.
+"""
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+SKIP = 77
+
+
+def can_netns():
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        return False
+    probe = "gvcprobe-elastic-%d" % os.getpid()
+    if subprocess.run(["ip", "netns", "add", probe], capture_output=True).returncode != 0:
+        return False
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
+    return True
+
+
+class Job:
+    """A gravacrun job whose output lines are kept with their arrival times."""
+
+    def __init__(self, command, env):
+        print("+ " + " ".join(command), flush=True)
+        self.proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True,
+                                     start_new_session=True)
+        self.lines = []
+        self.cv = threading.Condition()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            sys.stdout.write(line)
+            with self.cv:
+                self.lines.append((time.monotonic(), line.rstrip("\n")))
+                self.cv.notify_all()
+        with self.cv:
+            self.cv.notify_all()
+
+    def wait_for(self, pattern, timeout, after=0):
+        """(time, match) of the first line matching `pattern` from index `after`, or None."""
+        deadline = time.monotonic() + timeout
+        regex = re.compile(pattern)
+        with self.cv:
+            while True:
+                for t, line in self.lines[after:]:
+                    m = regex.search(line)
+                    if m:
+                        return t, m
+                left = deadline - time.monotonic()
+                if left <= 0 or (self.proc.poll() is not None and not self.reader.is_alive()):
+                    return None
+                self.cv.wait(min(left, 0.5))
+
+    def finish(self, timeout):
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGINT)
+            self.proc.wait(timeout=20)
+            code = None
+        self.reader.join(timeout=10)
+        return code
+
+    def text(self):
+        with self.cv:
+            return "\n".join(line for _, line in self.lines)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--gravacrun", required=True)
+    parser.add_argument("--pythonpath", required=True)
+    parser.add_argument("--script", required=True)
+    parser.add_argument("--link", default="1gbit")
+    parser.add_argument("--min-np", type=int, default=2)
+    parser.add_argument("--expect-end", action="store_true",
+                        help="the loss leaves fewer than --min-np ranks: the job must end")
+    parser.add_argument("--max-accuracy-drop", type=float, default=0.005)
+    parser.add_argument("--timeout", type=float, default=240)
+    parser.add_argument("script_args", nargs="*")
+    args = parser.parse_args()
+    if not can_netns():
+        print("SKIP: network namespaces need root and iproute2")
+        return SKIP
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (args.pythonpath, env.get("PYTHONPATH", ""))
+                                        if p)
+    env["OMP_NUM_THREADS"] = "1"
+    base = [args.gravacrun, "-np", "4", "--nodes", "2", "--link", args.link, "--verbose",
+            "--min-np", str(args.min_np), "--regroup_timeout_s", "3", "--"]
+    worker = [sys.executable, os.path.abspath(args.script)] + args.script_args
+
+    reference = None
+    if not args.expect_end:
+        ref = Job(base + worker, env)
+        code = ref.finish(args.timeout)
+        final = ref.wait_for(r"\[rank 0\] final: accuracy ([0-9.]+), 4 replicas identical", 1)
+        if code != 0 or final is None:
+            print("FAIL: the uninterrupted run failed (exit %s)" % code)
+            return 1
+        reference = float(final[1].group(1))
+
+    job = Job(base + worker, env)
+    ns = job.wait_for(r"starting gravacd 1 in netns (\S+):", 60)
+    epoch1 = job.wait_for(r"\[rank 0\] epoch 1: ", args.timeout)
+    if ns is None or epoch1 is None:
+        job.finish(5)
+        print("FAIL: no node 1 namespace or no end of epoch 1 in the output")
+        return 1
+    namespace = ns[1].group(1)
+    pids = subprocess.run(["ip", "netns", "pids", namespace], capture_output=True,
+                          text=True).stdout.split()
+    mark = len(job.lines)
+    for pid in pids:
+        try:
+            os.kill(int(pid), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    fault = time.monotonic()
+    print("killed %d processes of node 1 (netns %s): %s" % (len(pids), namespace, " ".join(pids)),
+          flush=True)
+    if len(pids) < 3:
+        job.finish(5)
+        print("FAIL: node 1 had %d processes, want its gravacd and 2 workers" % len(pids))
+        return 1
+
+    if args.expect_end:
+        code = job.finish(args.timeout)
+        text = job.text()
+        if code == 0 or "below the minimum of %d" % args.min_np not in text or \
+                "lost nodes: node1" not in text.replace("'", ""):
+            print("FAIL: want the job to end naming the lost node (exit %s)" % code)
+            return 1
+        print("ELASTIC_BELOW_MIN_OK: the job ended %.2f s after the kill (exit %d) naming the "
+              "lost node" % (time.monotonic() - fault, code))
+        return 0
+
+    resumed = job.wait_for(r"\[rank 0\] reset: 2 ranks, resuming", args.timeout, after=mark)
+    code = job.finish(args.timeout)
+    final = job.wait_for(r"\[rank 0\] final: accuracy ([0-9.]+), 2 replicas identical", 1,
+                         after=mark)
+    if resumed is None or final is None or code != 0:
+        print("FAIL: the survivors did not finish as 2 ranks with identical replicas (exit %s, "
+              "resumed %s)" % (code, resumed is not None))
+        return 1
+    accuracy = float(final[1].group(1))
+    if abs(accuracy - reference) > args.max_accuracy_drop:
+        print("FAIL: accuracy %.4f after the loss vs %.4f uninterrupted (> %.3f apart)"
+              % (accuracy, reference, args.max_accuracy_drop))
+        return 1
+    print("ELASTIC_SHRINK_OK: node 1 killed after epoch 1; the 2 survivors finished with "
+          "identical replicas, accuracy %.4f vs %.4f uninterrupted; fault to training again "
+          "%.2f s" % (accuracy, reference, resumed[0] - fault), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
