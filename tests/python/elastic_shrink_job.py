@@ -14,8 +14,9 @@ workers, each node in its own network namespace, --min-np 2):
 Prints the time from the kill to the survivors training again (rank 0's reset callback, which
 runs once the new membership is formed and the state synced) as
 "ELASTIC_SHRINK_OK ... fault to training again X s". With --min-np 3 instead (--expect-end), the
-job must end with an error naming the lost node. Needs root (network namespaces); exits 77
-(skip) otherwise.
+job must end with an error naming the lost node. With --link (the default) it needs root
+(network namespaces) and exits 77 (skip) otherwise; --link none runs the nodes in this namespace
+and finds node 1's processes by their command line and environment instead.
 """
 
 import argparse
@@ -29,6 +30,30 @@ import threading
 import time
 
 SKIP = 77
+
+
+def node_processes(run_id, node):
+    """Every process of node `node` of run `run_id` without namespaces: its gravacd (by its
+    command line) and its workers (by the environment gravacrun gave them)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % entry, "rb") as f:
+                argv = f.read().split(b"\0")
+            with open("/proc/%s/environ" % entry, "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        run = ("--run_id=%s" % run_id).encode()
+        daemon = any(a.endswith(b"gravacd") for a in argv[:1]) and run in argv and \
+            ("--node_rank=%d" % node).encode() in argv
+        worker = ("GRAVAC_RUN_ID=%s" % run_id).encode() in env and \
+            ("GRAVAC_NODE_RANK=%d" % node).encode() in env and b"GRAVAC_ELASTIC=1" in env
+        if daemon or worker:
+            pids.append(entry)
+    return pids
 
 
 def can_netns():
@@ -98,7 +123,8 @@ def main():
     parser.add_argument("--gravacrun", required=True)
     parser.add_argument("--pythonpath", required=True)
     parser.add_argument("--script", required=True)
-    parser.add_argument("--link", default="1gbit")
+    parser.add_argument("--link", default="1gbit",
+                        help="emulated link rate; 'none': all nodes in this namespace (no root)")
     parser.add_argument("--min-np", type=int, default=2)
     parser.add_argument("--expect-end", action="store_true",
                         help="the loss leaves fewer than --min-np ranks: the job must end")
@@ -106,7 +132,8 @@ def main():
     parser.add_argument("--timeout", type=float, default=240)
     parser.add_argument("script_args", nargs="*")
     args = parser.parse_args()
-    if not can_netns():
+    linked = args.link != "none"
+    if linked and not can_netns():
         print("SKIP: network namespaces need root and iproute2")
         return SKIP
 
@@ -114,8 +141,9 @@ def main():
     env["PYTHONPATH"] = os.pathsep.join(p for p in (args.pythonpath, env.get("PYTHONPATH", ""))
                                         if p)
     env["OMP_NUM_THREADS"] = "1"
-    base = [args.gravacrun, "-np", "4", "--nodes", "2", "--link", args.link, "--verbose",
-            "--min-np", str(args.min_np), "--regroup_timeout_s", "3", "--"]
+    base = [args.gravacrun, "-np", "4", "--nodes", "2", "--verbose", "--min-np",
+            str(args.min_np), "--regroup_timeout_s", "3"]
+    base += (["--link", args.link] if linked else []) + ["--"]
     worker = [sys.executable, os.path.abspath(args.script)] + args.script_args
 
     reference = None
@@ -129,15 +157,22 @@ def main():
         reference = float(final[1].group(1))
 
     job = Job(base + worker, env)
-    ns = job.wait_for(r"starting gravacd 1 in netns (\S+):", 60)
+    if linked:
+        started = job.wait_for(r"starting gravacd 1 in netns (\S+):", 60)
+    else:
+        started = job.wait_for(r"starting gravacd 1: .*--run_id=(\S+)", 60)
     epoch1 = job.wait_for(r"\[rank 0\] epoch 1: ", args.timeout)
-    if ns is None or epoch1 is None:
+    if started is None or epoch1 is None:
         job.finish(5)
-        print("FAIL: no node 1 namespace or no end of epoch 1 in the output")
+        print("FAIL: no node 1 start line or no end of epoch 1 in the output")
         return 1
-    namespace = ns[1].group(1)
-    pids = subprocess.run(["ip", "netns", "pids", namespace], capture_output=True,
-                          text=True).stdout.split()
+    if linked:
+        where = "netns %s" % started[1].group(1)
+        pids = subprocess.run(["ip", "netns", "pids", started[1].group(1)], capture_output=True,
+                              text=True).stdout.split()
+    else:
+        where = "run %s" % started[1].group(1)
+        pids = node_processes(started[1].group(1), 1)
     mark = len(job.lines)
     for pid in pids:
         try:
@@ -145,7 +180,7 @@ def main():
         except ProcessLookupError:
             pass
     fault = time.monotonic()
-    print("killed %d processes of node 1 (netns %s): %s" % (len(pids), namespace, " ".join(pids)),
+    print("killed %d processes of node 1 (%s): %s" % (len(pids), where, " ".join(pids)),
           flush=True)
     if len(pids) < 3:
         job.finish(5)
