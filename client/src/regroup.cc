@@ -55,7 +55,14 @@ absl::StatusOr<v1::Placement> Regroup(const ClientConfig& config, const RegroupR
         return absl::Status(static_cast<absl::StatusCode>(reply.error().code()),
                             reply.error().message());
       }
-      continue;  // a heartbeat or an older daemon's welcome: not the answer
+      if (reply.has_welcome()) {
+        // A gravacd serving one fixed job took the regroup hello for a worker's hello.
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "%s: the daemon at '%s' serves one fixed job (no --serve_jobs), so its job cannot "
+            "change membership; start the job as an elastic one (gravacrun --min-np)",
+            who, config.daemon_socket));
+      }
+      continue;  // a heartbeat: not the answer
     }
     const absl::Duration left = deadline - absl::Now();
     if (left <= absl::ZeroDuration()) {
