@@ -185,8 +185,13 @@ def main():
               % (acc, time.monotonic() - start, args.target_accuracy,
                  "%.1f s" % time_to_target if time_to_target is not None else "not reached"),
               flush=True)
-    dist.destroy_process_group()
-    return 0
+    # Every rank's records are written; leave together without destroy_process_group, in
+    # which rank 0 (the TCPStore's host) hung after the others had exited (the fashion runs
+    # waited out --run_timeout_s, rc 124, with complete records).
+    dist.barrier()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
