@@ -63,14 +63,16 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "core/memory_type.h"
 
 namespace gravac::transport {
 
 // Largest tag a caller may use; the upper 16 bits belong to the backend.
 inline constexpr uint64_t kMaxUserTag = (uint64_t{1} << 48) - 1;
 
-// Where a buffer lives.
-enum class MemoryType { kHost, kDevice };
+// Where a buffer lives (core/memory_type.h).
+using ::gravac::MemoryType;
+using ::gravac::MemoryTypeName;
 
 // The memory types a backend carries.
 struct MemoryTypes {
@@ -84,10 +86,6 @@ struct MemoryTypes {
     return host ? "host" : device ? "device" : "nothing";
   }
 };
-
-inline std::string_view MemoryTypeName(MemoryType t) {
-  return t == MemoryType::kHost ? "host" : "device";
-}
 
 // Backend-specific shared state handed to a factory: e.g. loopback::Fabric, through which the
 // in-process transports of ranks 0..p-1 reach each other. Factories dynamic_cast it to their own
