@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The prepared GPU check (issue 18, item 5). On a machine with one NVIDIA GPU it builds the GPU
-# targets with CUDA, runs the gpu-labelled tests, the CUDA kernels benchmark (64M fp32; CUDA
+# targets with CUDA, runs the gpu-labelled tests (the CUDA kernels and the device compression
+# backend against their CPU twins, the CUDA IPC mapping cache across processes, the C API on
+# device tensors), the CUDA kernels benchmark (64M fp32; CUDA
 # top-k throughput over the device's own device-to-device memcpy throughput at k/n = 1%), the
 # same selection with torch.topk on that GPU when a python3 with CUDA torch is on PATH, and the
 # CUDA IPC handoff round trip (4-64 MB) against a device-to-device copy, and a real 1-node job of 2
@@ -23,8 +25,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
 gpu_tests=(kernels_cuda_status_test kernels_cuda_select_test kernels_cuda_error_feedback_test
-           kernels_cuda_scatter_add_test core_cuda_ipc_test core_cuda_ipc_map_test
-           client_device_test)
+           kernels_cuda_scatter_add_test kernels_backend_twin_test core_cuda_ipc_test
+           core_cuda_ipc_map_test client_device_test)
 benches=(gravac-cuda-kernels-bench gravac-cuda-handoff-bench)
 job=(gravacrun gravacd gravac-controller gravac-cuda-job-worker)
 targets=("${gpu_tests[@]}" "${benches[@]}" "${job[@]}")

@@ -268,11 +268,16 @@ int gravac_local_size(const gravac_context* ctx) {
   return ctx ? ctx->client->config().local_size : -1;
 }
 
-gravac_status gravac_allreduce_async(gravac_context* ctx, const char* name, const void* in,
-                                     void* out, const int64_t* shape, int ndim, gravac_dtype dtype,
-                                     gravac_op op, const gravac_tensor_options* options,
-                                     gravac_request** req) {
+namespace {
+
+// gravac_allreduce_async, telling gravacd where the caller's tensor lives (`memory`): every rank
+// must post a name with the same memory type.
+gravac_status AllreduceAsync(gravac_context* ctx, const char* name, const void* in, void* out,
+                             const int64_t* shape, int ndim, gravac_dtype dtype, gravac_op op,
+                             const gravac_tensor_options* options, v1::MemoryKind memory,
+                             gravac_request** req) {
   v1::Request r;
+  r.set_memory(memory);
   auto bytes = Prepare(ctx, name, shape, ndim, dtype, req, &r);
   if (!bytes.ok()) return Fail(ctx, bytes.status());
   if (*bytes > 0 && (in == nullptr || out == nullptr)) {
@@ -292,6 +297,15 @@ gravac_status gravac_allreduce_async(gravac_context* ctx, const char* name, cons
     }
   }
   return Finish(ctx, ctx->client->Submit(std::move(r), in, out, *bytes, 0), req);
+}
+
+}  // namespace
+
+gravac_status gravac_allreduce_async(gravac_context* ctx, const char* name, const void* in,
+                                     void* out, const int64_t* shape, int ndim, gravac_dtype dtype,
+                                     gravac_op op, const gravac_tensor_options* options,
+                                     gravac_request** req) {
+  return AllreduceAsync(ctx, name, in, out, shape, ndim, dtype, op, options, v1::HOST_MEMORY, req);
 }
 
 gravac_status gravac_allreduce_device_async(gravac_context* ctx, const char* name, const void* in,
@@ -320,8 +334,8 @@ gravac_status gravac_allreduce_device_async(gravac_context* ctx, const char* nam
                  rank);
   });
   gravac::client::DeviceStaging* host = staging->get();
-  gravac_status status = gravac_allreduce_async(ctx, name, host->host_in(), host->host_out(), shape,
-                                                ndim, dtype, op, options, req);
+  gravac_status status = AllreduceAsync(ctx, name, host->host_in(), host->host_out(), shape, ndim,
+                                       dtype, op, options, v1::DEVICE_MEMORY, req);
   if (status == GRAVAC_OK) (*req)->device = *std::move(staging);
   return status;
 }

@@ -33,6 +33,7 @@ void PutSpec(ByteWriter& w, const TensorSpec& s) {
   for (int64_t d : s.shape) w.Put<int64_t>(d);
   w.Put<uint32_t>(static_cast<uint32_t>(s.process_set.size()));
   for (int r : s.process_set) w.Put<int32_t>(r);
+  w.Put<uint8_t>(s.memory == MemoryType::kDevice ? 1 : 0);
 }
 
 absl::Status GetSpec(ByteReader& r, TensorSpec* s) {
@@ -58,6 +59,12 @@ absl::Status GetSpec(ByteReader& r, TensorSpec* s) {
   }
   s->process_set.resize(set_size);
   for (int& rank : s->process_set) rank = r.Get<int32_t>();
+  const uint8_t memory = r.Get<uint8_t>();
+  if (!r.ok() || memory > 1) {
+    return absl::DataLossError(absl::StrFormat(
+        "engine: malformed memory type in a negotiation message ('%s')", s->name));
+  }
+  s->memory = memory == 1 ? MemoryType::kDevice : MemoryType::kHost;
   return absl::OkStatus();
 }
 

@@ -13,6 +13,8 @@
 //      the tensors they lack with zeros, the last joined rank agreed in listing order
 //   3  Horovod's process sets: a tensor spec carries its set's global ranks, only the nodes
 //      holding them list it, and it runs on the sub-communicator of those nodes
+//   4  a tensor spec carries the memory type of the callers' tensors (host / device), one more
+//      field every node must agree on
 #ifndef GRAVAC_DAEMON_ENGINE_PROTOCOL_H_
 #define GRAVAC_DAEMON_ENGINE_PROTOCOL_H_
 
@@ -20,7 +22,7 @@
 
 namespace gravac::daemon {
 
-inline constexpr uint32_t kDataPlaneProtocol = 3;
+inline constexpr uint32_t kDataPlaneProtocol = 4;
 
 }  // namespace gravac::daemon
 

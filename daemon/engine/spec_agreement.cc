@@ -32,6 +32,7 @@ constexpr AgreedField kFields[] = {
                                     : absl::StrCat("[", FormatRankList(s.process_set), "]");
      }},
     {"dtype", [](const TensorSpec& s) { return std::string(collectives::DataTypeName(s.dtype)); }},
+    {"memory", [](const TensorSpec& s) { return std::string(MemoryTypeName(s.memory)); }},
     {"shape", ShapeValue},
     {"op",
      [](const TensorSpec& s) {

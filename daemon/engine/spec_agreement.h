@@ -9,6 +9,7 @@
 //   kind       every collective
 //   process_set  every collective: the set's global ranks ("all" for the whole job)
 //   dtype      every collective
+//   memory     every collective: host or device, where the callers' tensors live
 //   shape      every collective; allgather: the number of dimensions and shape[1..] (the first
 //              dimension is each rank's own, printed as *)
 //   op         allreduce only (the others do not reduce)

@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "core/job_types.h"
+#include "core/memory_type.h"
 #include "daemon/collectives/reduce.h"
 
 namespace gravac::daemon {
@@ -43,6 +44,9 @@ struct TensorSpec {
   bool compress = false;   // allreduce of fp32 gradients that may be compressed (GraVAC)
   int64_t step = -1;       // training step the tensor belongs to; -1 = not part of a step
   int64_t samples = 0;     // samples this rank processed in `step` (for throughput); 0 unknown
+  // Where the callers' tensors live; every rank must agree (a mix of host and device tensors for
+  // one name is refused). The data gravacd reduces is in host memory either way today.
+  MemoryType memory = MemoryType::kHost;
   // Horovod's process set: the global ranks that run this collective, ascending and distinct
   // (empty = every rank of the job). Only the nodes holding them list the tensor, and it runs
   // on the communicator of those nodes; an average divides by the set's size.

@@ -103,6 +103,16 @@ absl::StatusOr<TensorSpec> SpecFromRequest(const v1::Request& request, int rank)
   spec.process_set.assign(request.process_set().begin(), request.process_set().end());
   spec.root_rank = request.root_rank();
   spec.compress = request.compress();
+  switch (request.memory()) {
+    case v1::HOST_MEMORY:
+      spec.memory = MemoryType::kHost;
+      break;
+    case v1::DEVICE_MEMORY:
+      spec.memory = MemoryType::kDevice;
+      break;
+    default:
+      return fail(absl::StrFormat("field memory: unknown memory type %d", request.memory()));
+  }
   spec.step = request.step();
   spec.samples = request.samples();
   // A shape whose byte count wraps around could match a small posted size (e.g. [2^62, 4] of

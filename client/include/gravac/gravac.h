@@ -184,7 +184,9 @@ typedef struct {
  * order by the gravac_wait / gravac_poll call that first sees the request done, before it
  * returns. gravacd has no device data path yet: the tensor is staged through host memory, which
  * the library says once per context on stderr. Without CUDA (a CPU-only build or no device)
- * the call fails with GRAVAC_ERR_INVALID, the message says why. */
+ * the call fails with GRAVAC_ERR_INVALID, the message says why. Every rank must post `name` the
+ * same way: a name posted as device memory on some ranks and with gravac_allreduce_async on
+ * others fails on every rank with GRAVAC_ERR_MISMATCH naming the ranks and the field memory. */
 gravac_status gravac_allreduce_device_async(gravac_context* ctx, const char* name, const void* in,
                                             void* out, const int64_t* shape, int ndim,
                                             gravac_dtype dtype, gravac_op op,

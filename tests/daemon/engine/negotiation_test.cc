@@ -44,6 +44,7 @@ TEST(NegotiationTest, MessageRoundTrips) {
   ReadyEntry full;
   full.spec = Spec("w", 3);
   full.spec.samples = 64;
+  full.spec.memory = MemoryType::kDevice;
   ReadyEntry cached;
   cached.cached = true;
   cached.cache_id = 9;
@@ -62,6 +63,8 @@ TEST(NegotiationTest, MessageRoundTrips) {
   EXPECT_EQ(got.ready[0].spec.name, "w");
   EXPECT_EQ(got.ready[0].spec.shape, (std::vector<int64_t>{4, 4}));
   EXPECT_EQ(got.ready[0].spec.samples, 64);
+  EXPECT_EQ(got.ready[0].spec.memory, MemoryType::kDevice);
+  EXPECT_EQ(got.ready[1].spec.memory, MemoryType::kHost);
   EXPECT_TRUE(got.ready[1].cached);
   EXPECT_EQ(got.ready[1].cache_id, 9u);
   EXPECT_EQ(got.ready[1].spec.step, 4);

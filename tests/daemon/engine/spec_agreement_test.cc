@@ -66,6 +66,11 @@ const Case kCases[] = {
     {"dtype", CollectiveKind::kAllreduce,
      [](TensorSpec& s) { s.dtype = collectives::DataType::kFloat16; },
      "tensor 'w': dtype fp16 on ranks 1 differs from fp32 on ranks 0"},
+    {"memory", CollectiveKind::kAllreduce, [](TensorSpec& s) { s.memory = MemoryType::kDevice; },
+     "tensor 'w': memory device on ranks 1 differs from host on ranks 0"},
+    {"memory of a broadcast", CollectiveKind::kBroadcast,
+     [](TensorSpec& s) { s.memory = MemoryType::kDevice; },
+     "tensor 'w': memory device on ranks 1 differs from host on ranks 0"},
     {"shape", CollectiveKind::kAllreduce,
      [](TensorSpec& s) {
        s.shape = {4, 4};

@@ -37,6 +37,21 @@ TEST(LocalReduceTest, SpecFromRequestRefusesAShapeWhoseByteCountOverflows) {
               IsOk());
 }
 
+// Issue 18: the memory type of the caller's tensor travels in the request, and a value the
+// daemon does not know is refused naming the rank, tensor and field.
+TEST(LocalReduceTest, SpecFromRequestReadsTheMemoryType) {
+  v1::Request r = MakeRequest(v1::ALLREDUCE, v1::FLOAT32, {2}, 8);
+  ASSERT_OK_AND_ASSIGN(TensorSpec host, SpecFromRequest(r, 0));
+  EXPECT_EQ(host.memory, MemoryType::kHost);
+  r.set_memory(v1::DEVICE_MEMORY);
+  ASSERT_OK_AND_ASSIGN(TensorSpec device, SpecFromRequest(r, 0));
+  EXPECT_EQ(device.memory, MemoryType::kDevice);
+  r.set_memory(static_cast<v1::MemoryKind>(7));
+  EXPECT_THAT(SpecFromRequest(r, 2),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("rank 2, tensor 't': field memory: unknown memory type 7")));
+}
+
 TEST(LocalReduceTest, SpecFromRequestChecksBytesAgainstShape) {
   EXPECT_THAT(SpecFromRequest(MakeRequest(v1::ALLREDUCE, v1::FLOAT64, {2, 3}, 48), 0), IsOk());
   EXPECT_THAT(SpecFromRequest(MakeRequest(v1::ALLREDUCE, v1::FLOAT64, {2, 3}, 24), 3),
