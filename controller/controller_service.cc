@@ -341,6 +341,7 @@ class RefusedWatch final : public grpc::ServerWriteReactor<v1::Decision> {
 void ToProto(const JobSummaryInfo& in, v1::JobSummary* out) {
   ToProto(in.id, out->mutable_job_id());
   out->set_state(JobStateName(in.state));
+  out->set_failure(in.failure);
   out->set_expected_nodes(in.status.expected_nodes);
   out->set_joined_nodes(in.status.joined_nodes);
   out->set_world_size(in.status.world_size);
@@ -549,6 +550,31 @@ grpc::ServerUnaryReactor* ControllerService::Regroup(grpc::CallbackServerContext
                              .min_size = request->min_size(),
                              .max_size = request->max_size()},
                             response);
+}
+
+grpc::ServerUnaryReactor* ControllerService::FailJob(grpc::CallbackServerContext* context,
+                                                     const v1::FailJobRequest* request,
+                                                     v1::FailJobResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const JobId job = FromProto(request->job_id());
+  // The node need not have joined (it may have failed before), so the check is the Join's.
+  absl::Status allowed = proto::CheckPeerIsNamed(
+      security_, *context->auth_context(), request->node_name(),
+      absl::StrFormat("FailJob as node '%s' of %s", request->node_name(), job.ToString()));
+  if (!allowed.ok()) {
+    if (log_ != nullptr) GRAVAC_LOG(*log_, kWarning, "%s", allowed.message());
+    reactor->Finish(proto::ToGrpcStatus(allowed));
+    return reactor;
+  }
+  absl::StatusOr<bool> failed =
+      jobs_->Fail(job, request->node_name(), request->node_rank(), request->reason());
+  if (!failed.ok()) {
+    reactor->Finish(NodeError(request->node_name(), failed.status()));
+    return reactor;
+  }
+  response->set_failed(*failed);
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
 }
 
 std::shared_ptr<Coordinator> ControllerServer::coordinator(const JobId& id) {

@@ -8,7 +8,8 @@
 // Every call names its job (JobId); the registry picks the job's Coordinator:
 //   Join            a unary reactor that finishes when the job's Coordinator answers; a client
 //                   that gives up (deadline, cancel) is removed from the waiting round. An ended
-//                   run id fails with FAILED_PRECONDITION naming the node and the job.
+//                   run id fails with ALREADY_EXISTS naming the node and the job, a failed one
+//                   with ABORTED giving the failure.
 //   ReportStats     a read reactor feeding every entry to the job's Coordinator; it ends with
 //                   FAILED_PRECONDITION when the job or node is unknown (the daemon re-joins).
 //   WatchDecisions  a write reactor subscribed to the job's Coordinator: one write in flight,
@@ -16,6 +17,8 @@
 //   GetJobStatus    a snapshot of one job's Coordinator::Status().
 //   ListJobs        every job of the registry.
 //   Leave           a node of a job is done; the last one ends the job.
+//   FailJob         a node's part of a job failed: the job fails (JobRegistry::Fail), its other
+//                   nodes' joins and streams end at once with the reason.
 //
 // Authentication (proto/grpc_security.h): with TLS every call comes over mutual TLS and the
 // service accepts a daemon only as the node its certificate names: Join for node_name, and
@@ -76,6 +79,9 @@ class ControllerService final : public gravac::v1::Controller::CallbackService {
   grpc::ServerUnaryReactor* Regroup(grpc::CallbackServerContext* context,
                                     const gravac::v1::RegroupRequest* request,
                                     gravac::v1::Membership* response) override;
+  grpc::ServerUnaryReactor* FailJob(grpc::CallbackServerContext* context,
+                                    const gravac::v1::FailJobRequest* request,
+                                    gravac::v1::FailJobResponse* response) override;
 
  private:
   // The peer of `context` may speak for node `node_rank` of `job` (see the file comment); OK when

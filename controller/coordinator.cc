@@ -95,17 +95,22 @@ std::optional<std::string> Coordinator::NodeName(int node_rank) const {
 }
 
 void Coordinator::Shutdown() {
+  End(absl::UnavailableError("join: the controller is shutting down"),
+      absl::UnavailableError("the controller is shutting down"));
+}
+
+void Coordinator::Fail(const absl::Status& reason) { End(reason, reason); }
+
+void Coordinator::End(const absl::Status& joins, const absl::Status& streams) {
   absl::MutexLock lock(&mu_);
   if (shut_down_) return;
   shut_down_ = true;
-  FailRound(absl::UnavailableError("join: the controller is shutting down"));
+  FailRound(joins);
   std::map<int64_t, Subscription> subs = std::move(subscriptions_);
   subscriptions_.clear();
   delayed_.clear();
   NotifyConnected();
-  for (auto& [id, sub] : subs) {
-    sub.subscriber->OnEnd(absl::UnavailableError("the controller is shutting down"));
-  }
+  for (auto& [id, sub] : subs) sub.subscriber->OnEnd(streams);
 }
 
 JobDecision Coordinator::Current() const {

@@ -182,6 +182,9 @@ class Coordinator {
   // Fails pending joins and ends every stream with Unavailable; later joins and subscriptions
   // fail with Unavailable.
   void Shutdown();
+  // As Shutdown, but pending joins and streams end with `reason` (the job failed on one of its
+  // nodes: JobRegistry::Fail). No-op after Shutdown or Fail.
+  void Fail(const absl::Status& reason);
 
   // An elastic job's next membership runs as a new Coordinator whose decisions continue above
   // the previous membership's newest epoch (MembershipBook): the current decision is republished
@@ -226,6 +229,8 @@ class Coordinator {
   std::optional<int> MatchAssembled(const JoinRequestInfo& r) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FailRound(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Shutdown and Fail: pending joins fail with `joins`, streams end with `streams`.
+  void End(const absl::Status& joins, const absl::Status& streams);
   void CompleteRound() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ObserveStep(int64_t step, const PendingStep& pending) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Publish(const JobDecision& decision) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

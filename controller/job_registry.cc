@@ -21,6 +21,8 @@ const char* JobStateName(JobState state) {
       return "running";
     case JobState::kEnded:
       return "ended";
+    case JobState::kFailed:
+      return "failed";
   }
   return "unknown";
 }
@@ -43,6 +45,7 @@ void JobRegistry::RememberEnded(const JobId& id) {
   ended_order_.push_back(id);
   while (ended_order_.size() > std::max<size_t>(options_.max_ended_ids, 1)) {
     ended_ids_.erase(ended_order_.front());
+    failures_.erase(ended_order_.front());
     ended_order_.pop_front();
   }
 }
@@ -57,6 +60,9 @@ absl::StatusOr<std::shared_ptr<Coordinator>> JobRegistry::ForJoin(const JobId& r
   absl::MutexLock lock(&mu_);
   if (shut_down_) return absl::UnavailableError("join: the controller is shutting down");
   auto it = jobs_.find(id);
+  if (auto failed = failures_.find(id); failed != failures_.end()) {
+    return absl::AbortedError(failed->second);
+  }
   if (it != jobs_.end() && it->second.ended.has_value()) {
     return absl::AlreadyExistsError(absl::StrFormat(
         "%s ended at %s%s; a rerun needs a new run id", id.ToString(),
@@ -147,6 +153,35 @@ absl::StatusOr<bool> JobRegistry::Leave(const JobId& raw, int node_rank) {
   return true;
 }
 
+absl::StatusOr<bool> JobRegistry::Fail(const JobId& raw, const std::string& node_name,
+                                       int node_rank, const std::string& reason) {
+  const JobId id = raw.Normalized();
+  if (absl::Status s = CheckJobId(id); !s.ok()) return s;
+  const std::string failure = absl::StrFormat(
+      "%s failed on node '%s'%s: %s", id.ToString(), node_name,
+      node_rank >= 0 ? absl::StrFormat(" (node rank %d)", node_rank) : "", reason);
+  std::shared_ptr<Coordinator> failing;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(id);
+    if (ended_ids_.count(id) > 0 || (it != jobs_.end() && it->second.ended.has_value())) {
+      return false;
+    }
+    RememberEnded(id);
+    failures_[id] = failure;
+    if (it != jobs_.end()) {
+      it->second.ended = absl::Now();
+      it->second.failure = failure;
+      failing = it->second.coordinator;
+    }
+  }
+  if (options_.coordinator.log != nullptr) {
+    GRAVAC_LOG(*options_.coordinator.log, kWarning, "%s", failure);
+  }
+  if (failing != nullptr) failing->Fail(absl::AbortedError(failure));
+  return true;
+}
+
 void JobRegistry::Tick(absl::Time now) {
   std::vector<std::pair<JobId, std::shared_ptr<Coordinator>>> live;
   std::vector<std::shared_ptr<Handle>> forgotten;  // released outside the lock
@@ -206,9 +241,11 @@ JobSummaryInfo JobRegistry::Summarize(const JobId& id, const Job& job) const {
   out.status = job.coordinator->Status();
   out.started = job.started;
   out.ended = job.ended;
-  out.state = job.ended.has_value()  ? JobState::kEnded
-              : out.status.assembled ? JobState::kRunning
-                                     : JobState::kAssembling;
+  out.failure = job.failure;
+  out.state = !job.failure.empty()   ? JobState::kFailed
+              : job.ended.has_value() ? JobState::kEnded
+              : out.status.assembled  ? JobState::kRunning
+                                      : JobState::kAssembling;
   return out;
 }
 

@@ -9,6 +9,10 @@
 //   - "ended" once every node of the assembled job left (Leave, sent by a daemon whose workers shut
 //     down), or when it stayed without any decision stream or joiner for `retention` (its daemons
 //     vanished: "abandoned"). Its Coordinator is shut down then;
+//   - "failed" when one of its daemons reported that its part failed (Fail: a refused or crashed
+//     session); its pending joins and decision streams end at once with Aborted naming the job,
+//     the node and the reason, so the other nodes need not wait for the join timeout. A job not
+//     yet known is remembered as failed too. Failed counts as ended below;
 //   - forgotten `retention` after its end (Tick). Its run id stays remembered as ended (up to
 //     `max_ended_ids` of them, the oldest go first), so a daemon naming it again is refused:
 //     a rerun of a name needs a new run id.
@@ -55,8 +59,8 @@ struct JobRegistryOptions {
   ObserverFactory observers;  // empty = no metrics
 };
 
-enum class JobState { kAssembling, kRunning, kEnded };
-// "assembling", "running", "ended".
+enum class JobState { kAssembling, kRunning, kEnded, kFailed };
+// "assembling", "running", "ended", "failed".
 const char* JobStateName(JobState state);
 
 struct JobSummaryInfo {
@@ -65,6 +69,7 @@ struct JobSummaryInfo {
   JobStatusInfo status;
   absl::Time started;
   std::optional<absl::Time> ended;
+  std::string failure;  // kFailed: why (names the job, the node and the reason)
 };
 
 class JobRegistry {
@@ -87,6 +92,12 @@ class JobRegistry {
   // Node `node_rank` of the job left. Returns true when that was the job's last node (the job
   // ended). FailedPrecondition for an unknown job, InvalidArgument for a node the job lacks.
   absl::StatusOr<bool> Leave(const JobId& id, int node_rank);
+
+  // Node `node_name` (rank `node_rank`, -1 = unknown) of the job failed with `reason`: the job
+  // fails (see above) unless it already ended or failed. Returns true when it failed now.
+  // InvalidArgument for a malformed id.
+  absl::StatusOr<bool> Fail(const JobId& id, const std::string& node_name, int node_rank,
+                            const std::string& reason);
 
   // Drives every job's join timeouts and delayed deliveries, ends abandoned jobs and forgets the
   // ones ended more than `retention` ago.
@@ -113,6 +124,7 @@ class JobRegistry {
     std::optional<absl::Time> ended;
     std::optional<absl::Time> idle_since;  // no stream, no joiner
     bool abandoned = false;
+    std::string failure;  // set when it failed
   };
 
   explicit JobRegistry(JobRegistryOptions options) : options_(std::move(options)) {}
@@ -125,6 +137,8 @@ class JobRegistry {
   std::map<JobId, Job> jobs_ ABSL_GUARDED_BY(mu_);
   // Run ids of forgotten jobs, refused like those of ended jobs still held.
   std::set<JobId> ended_ids_ ABSL_GUARDED_BY(mu_);
+  // Why those of them that failed failed (evicted with ended_ids_).
+  std::map<JobId, std::string> failures_ ABSL_GUARDED_BY(mu_);
   std::deque<JobId> ended_order_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -52,9 +52,31 @@ absl::Status JobSession::WaitInSlices(absl::Duration limit,
   }
 }
 
+void JobSession::ReportFailure(const absl::Status& why) {
+  // The controller refused the job itself (an ended or a failed run id): nothing to tell it.
+  if (absl::IsAlreadyExists(why) || absl::IsAborted(why)) return;
+  ControllerClientOptions copts;
+  copts.address = options_.controller;
+  copts.security = options_.security;
+  copts.log = log_;
+  absl::StatusOr<std::unique_ptr<ControllerClient>> client =
+      ControllerClient::Create(std::move(copts));
+  absl::StatusOr<bool> failed =
+      client.ok() ? (*client)->FailJob(options_.job, options_.node_name, node_rank_, why,
+                                       kReportTimeout)
+                  : absl::StatusOr<bool>(client.status());
+  if (!failed.ok()) {
+    GRAVAC_LOG(*log_, kWarning, "%s: could not report the failure to the controller: %s",
+               Where(), failed.status().message());
+  } else if (*failed) {
+    GRAVAC_LOG(*log_, kInfo, "%s: reported the failure; the controller failed the job", Where());
+  }
+}
+
 absl::Status JobSession::Run() {
   bool serving = false;
   absl::Status status = RunSteps(&serving);
+  if (!status.ok() && !stop_requested()) ReportFailure(status);
   if (!status.ok() && fail_workers_ && !serving && !stop_requested()) {
     // The workers that said hello learn why from their next request; give them a moment to.
     server_->Fail(status);
@@ -89,6 +111,7 @@ absl::Status JobSession::RunSteps(bool* serving) {
       local.first_rank, local.local_size, local.world_size, options_.node_rank, options_.nodes);
   if (!placement.ok()) return Context(placement.status(), Where());
   const auto [node_rank, nodes] = *placement;
+  node_rank_ = node_rank;
   transport::TransportOptions topts;
   topts.rank = node_rank;
   topts.world_size = nodes;

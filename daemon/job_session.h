@@ -20,6 +20,12 @@
 // --serve_jobs daemon learns why its job cannot run (a run id the controller ended, an exhausted
 // data port range) from its first collective.
 //
+// A failure of Run (not after RequestStop) is reported to the controller (ControllerClient::
+// FailJob, at most kReportTimeout) before the workers hear of it, unless the controller itself
+// refused the job (an ended or failed run id): the controller fails the job, so its other nodes'
+// sessions stop waiting in Join (or lose their decision stream) at once with the reason, which
+// names this node, instead of waiting for the join timeout.
+//
 // RequestStop() (from another thread) makes Run leave whichever wait it is in within about 200 ms
 // (a Join in progress is cancelled) and shut down with short timeouts; Run then returns OK.
 //
@@ -61,6 +67,7 @@ class JobSession {
   JobSession& operator=(const JobSession&) = delete;
 
   static constexpr absl::Duration kFailLinger = absl::Seconds(10);
+  static constexpr absl::Duration kReportTimeout = absl::Seconds(5);
 
   // Runs the job on this node to its end (see header comment). Blocks.
   absl::Status Run();
@@ -72,6 +79,8 @@ class JobSession {
 
  private:
   absl::Status RunSteps(bool* serving);
+  // Tells the controller that this node's part of the job failed with `why` (see above).
+  void ReportFailure(const absl::Status& why);
   bool stop_requested() const;
   // Repeats `wait(slice)` until it returns anything but DeadlineExceeded, the total `limit`
   // passed (its last DeadlineExceeded is returned) or a stop was requested (Cancelled).
@@ -88,6 +97,7 @@ class JobSession {
   mutable absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   ControllerClient* joining_ ABSL_GUARDED_BY(mu_) = nullptr;  // set while Join blocks
+  int node_rank_ = -1;  // Run's thread: this node's rank in the job once placed
 };
 
 }  // namespace gravac::daemon

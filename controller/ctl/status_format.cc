@@ -134,7 +134,11 @@ std::string FormatJobsTable(const gravac::v1::JobList& list) {
                                      absl::FromUnixSeconds(static_cast<int64_t>(j.started_unix_s())),
                                      absl::UTCTimeZone())});
   }
-  return Table(rows);
+  std::string out = Table(rows);
+  for (const gravac::v1::JobSummary& j : list.jobs()) {
+    if (!j.failure().empty()) out += absl::StrFormat("\n%s\n", j.failure());
+  }
+  return out;
 }
 
 absl::StatusOr<std::string> FormatJson(const google::protobuf::Message& message) {

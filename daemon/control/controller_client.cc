@@ -69,6 +69,7 @@ class ControllerClient::Impl {
   void Shutdown();
   absl::StatusOr<bool> Leave();
   absl::StatusOr<MembershipResult> Regroup(const RegroupAsk& ask);
+  absl::StatusOr<bool> FailJob(const v1::FailJobRequest& request, absl::Duration timeout);
 
   int64_t dropped() const {
     absl::MutexLock lock(&mu_);
@@ -489,6 +490,22 @@ absl::StatusOr<MembershipResult> ControllerClient::Impl::Regroup(const RegroupAs
   }
 }
 
+absl::StatusOr<bool> ControllerClient::Impl::FailJob(const v1::FailJobRequest& request,
+                                                     absl::Duration timeout) {
+  grpc::ClientContext ctx;
+  ctx.set_wait_for_ready(false);  // an unreachable controller fails at once, not after timeout
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  v1::FailJobResponse response;
+  grpc::Status status = stub_->FailJob(&ctx, request, &response);
+  if (!status.ok()) {
+    return proto::FromGrpcStatus(status, absl::StrFormat("report the failure of job '%s' to "
+                                                         "controller %s",
+                                                         request.job_id().name(),
+                                                         options_.address));
+  }
+  return response.failed();
+}
+
 absl::StatusOr<std::unique_ptr<ControllerClient>> ControllerClient::Create(
     ControllerClientOptions options) {
   if (options.address.empty()) {
@@ -522,6 +539,17 @@ void ControllerClient::Shutdown() { impl_->Shutdown(); }
 absl::StatusOr<bool> ControllerClient::Leave() { return impl_->Leave(); }
 absl::StatusOr<MembershipResult> ControllerClient::Regroup(const RegroupAsk& ask) {
   return impl_->Regroup(ask);
+}
+
+absl::StatusOr<bool> ControllerClient::FailJob(const JobId& job, const std::string& node_name,
+                                               int node_rank, const absl::Status& reason,
+                                               absl::Duration timeout) {
+  v1::FailJobRequest request;
+  SetJobId(job, request.mutable_job_id());
+  request.set_node_name(node_name);
+  request.set_node_rank(node_rank);
+  request.set_reason(std::string(reason.message()));
+  return impl_->FailJob(request, timeout);
 }
 int64_t ControllerClient::dropped_stats() const { return impl_->dropped(); }
 int64_t ControllerClient::sent_stats() const { return impl_->sent(); }

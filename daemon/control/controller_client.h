@@ -147,6 +147,13 @@ class ControllerClient : public DecisionSource, public StatsSink {
   // whether the job ended, or the controller's error.
   absl::StatusOr<bool> Leave();
 
+  // Tells the controller that this node's part of `job` failed with `reason` (its session was
+  // refused or crashed), so that the controller fails the job and its other nodes learn it at
+  // once (rpc FailJob). Needs no Join (node_rank -1 = not known yet). Blocks at most `timeout`.
+  // Returns whether the job failed now (false: it had ended or failed before).
+  absl::StatusOr<bool> FailJob(const JobId& job, const std::string& node_name, int node_rank,
+                               const absl::Status& reason, absl::Duration timeout);
+
   // Stats entries dropped because the queue was full (the controller was away).
   int64_t dropped_stats() const;
   // Stats entries the controller acknowledged.

@@ -3,7 +3,9 @@
 #include "controller/job_registry.h"
 
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/time/clock.h"
 #include "core/testing/status_matchers.h"
@@ -128,4 +130,53 @@ TEST(JobRegistryTest, AJobWithoutAnyDaemonConnectedIsAbandoned) {
 }
 
 }  // namespace
+// A node's failed session (FailJob) fails the job at once: its pending join ends with Aborted
+// naming the job, the node and the reason, later joins get the same, the state is "failed"; a
+// job nobody joined yet is refused likewise; other jobs run on; an ended job stays ended.
+TEST(JobRegistryTest, AFailedNodeFailsItsJobAtOnceAndOnlyIt) {
+  ASSERT_OK_AND_ASSIGN(auto jobs, JobRegistry::Create(Options()));
+  ASSERT_OK_AND_ASSIGN(auto a, jobs->ForJoin({"a", "1"}, 2));
+  ASSERT_OK_AND_ASSIGN(auto b, jobs->ForJoin({"b", "1"}, 2));
+  Assemble(*b, 2);
+  std::optional<absl::StatusOr<JoinReply>> pending;
+  a->Join(testing::NodeJoin(1, 2), [&](absl::StatusOr<JoinReply> r) { pending = std::move(r); });
+  EXPECT_FALSE(pending.has_value());  // node 0 never comes: it failed
+  ASSERT_OK_AND_ASSIGN(bool failed, jobs->Fail({"a", "1"}, "n0", 0, "port range 1-1 exhausted"));
+  EXPECT_TRUE(failed);
+  ASSERT_TRUE(pending.has_value());
+  EXPECT_THAT(*pending, StatusIs(absl::StatusCode::kAborted,
+                                 AllOf(HasSubstr("job 'a' run '1' failed on node 'n0'"),
+                                       HasSubstr("port range 1-1 exhausted"))));
+  EXPECT_THAT(jobs->ForJoin({"a", "1"}, 2),
+              StatusIs(absl::StatusCode::kAborted, HasSubstr("failed on node 'n0'")));
+  ASSERT_OK_AND_ASSIGN(JobSummaryInfo s, jobs->Status("a", "1"));
+  EXPECT_EQ(s.state, JobState::kFailed);
+  EXPECT_STREQ(JobStateName(s.state), "failed");
+  EXPECT_THAT(s.failure, HasSubstr("node 'n0'"));
+  ASSERT_OK_AND_ASSIGN(failed, jobs->Fail({"a", "1"}, "n1", 1, "again"));
+  EXPECT_FALSE(failed);  // the first failure stays
+  // b runs on.
+  Feed(*b, 2, 0, 3);
+  EXPECT_EQ(b->Status().steps_observed, 3);
+  ASSERT_OK_AND_ASSIGN(s, jobs->Status("b", "1"));
+  EXPECT_EQ(s.state, JobState::kRunning);
+  // A job that failed before any node joined is refused with the failure.
+  ASSERT_OK_AND_ASSIGN(failed, jobs->Fail({"c", "1"}, "n3", -1, "no workers"));
+  EXPECT_TRUE(failed);
+  EXPECT_THAT(jobs->ForJoin({"c", "1"}, 2),
+              StatusIs(absl::StatusCode::kAborted,
+                       AllOf(HasSubstr("job 'c' run '1' failed on node 'n3'"),
+                             HasSubstr("no workers"))));
+  // A job that ended normally is not failed afterwards.
+  ASSERT_OK_AND_ASSIGN(bool ended, jobs->Leave({"b", "1"}, 0));
+  ASSERT_OK_AND_ASSIGN(ended, jobs->Leave({"b", "1"}, 1));
+  EXPECT_TRUE(ended);
+  ASSERT_OK_AND_ASSIGN(failed, jobs->Fail({"b", "1"}, "n0", 0, "late"));
+  EXPECT_FALSE(failed);
+  ASSERT_OK_AND_ASSIGN(s, jobs->Status("b", "1"));
+  EXPECT_EQ(s.state, JobState::kEnded);
+  EXPECT_THAT(jobs->Fail({"a b", "1"}, "n0", 0, "x"),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
 }  // namespace gravac::controller

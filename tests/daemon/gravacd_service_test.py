@@ -23,6 +23,11 @@ and the node's socket, and nothing else started for the job. Scenarios:
                 a second group claiming alpha's slots, and a job finding the port range exhausted
                 each fail with a clear error naming the job and the node (GRAVAC_ERR_REFUSED), while alpha trains to
                 the end; then the daemons are idle and still serving.
+  peer_failure  a job whose session fails on one node (its data port range is exhausted) fails
+                on its other node at once through the controller (FailJob: the job is marked
+                failed naming the job and the node; the waiting Join gets it), not after the
+                join timeout, while a job on the same daemons trains to the end; prints the lag
+                between the two nodes' worker errors.
 
 Usage: gravacd_service_test.py SCENARIO --netemu BIN --controller BIN --gravacd BIN --worker BIN
        --work_dir DIR (CTest passes them).
@@ -419,9 +424,66 @@ def scenario_refusals(cluster):
         time.sleep(0.1)
 
 
+def wait_exits(procs, timeout):
+    """Polls `procs` until all exited; returns each one's exit time (time.monotonic())."""
+    deadline = time.monotonic() + timeout
+    ended = [None] * len(procs)
+    while None in ended:
+        for i, p in enumerate(procs):
+            if ended[i] is None and p.poll() is not None:
+                ended[i] = time.monotonic()
+        check(time.monotonic() < deadline, "%s still running after %d s (hang)"
+              % ([p.log_name for i, p in enumerate(procs) if ended[i] is None], timeout))
+        time.sleep(0.02)
+    return ended
+
+
+def scenario_peer_failure(cluster):
+    cluster.start_controller()
+    # Node 1's data plane has one port; node 2's any. A long job holds node 1's port.
+    cluster.start_daemon(1, ["--data_port_range=%d-%d" % (DATA_PORT, DATA_PORT)])
+    cluster.start_daemon(2)
+    alpha = Job(cluster, "alpha", "r1", per_node=1, steps=400, seed=5, step_ms=25)
+    deadline = time.monotonic() + 30
+    while alpha.started_steps() < 4:
+        check(alpha.running() and time.monotonic() < deadline,
+              "alpha did not start:\n" + alpha.output()[-3000:])
+        time.sleep(0.1)
+    # Job victim's session fails on node 1 (the port range is exhausted); its node 2 session is
+    # waiting in Join (for up to --join_timeout_s=30) and must learn it through the controller.
+    started = time.monotonic()
+    victim = Job(cluster, "victim", "r1", per_node=1, steps=5, seed=1)
+    ends = wait_exits(victim.procs, 60)
+    codes = [p.returncode for p in victim.procs]
+    out = victim.output()
+    check(all(c != 0 for c in codes), "victim's workers exited %s:\n%s" % (codes, out[-3000:]))
+    own = cluster.log(victim.procs[0].log_name) + open(os.path.join(victim.dir, "rank0.log"),
+                                                        errors="replace").read()
+    peer = cluster.log(victim.procs[1].log_name) + open(os.path.join(victim.dir, "rank1.log"),
+                                                         errors="replace").read()
+    check("port range %d-%d is exhausted" % (DATA_PORT, DATA_PORT) in own
+          and "GRAVAC_ERR_REFUSED" in own, "node 1's worker error:\n" + own[-2000:])
+    for words in ("job 'victim' run 'r1' failed on node 'svc-n1'", "is exhausted",
+                  "GRAVAC_ERR_UNAVAILABLE"):
+        check(words in peer, "node 2's worker error does not say %r:\n%s" % (words, peer[-2000:]))
+    lag = ends[1] - ends[0]
+    check(ends[1] - started < 15, "node 2's worker failed %.1f s after the job started (the join "
+          "timeout is 30 s)" % (ends[1] - started))
+    check("job 'victim' run 'r1' failed on node 'svc-n1'" in cluster.log("controller"),
+          "the controller did not mark victim failed:\n" + cluster.log("controller")[-2000:])
+    check(alpha.running(), "alpha ended before victim failed; lengthen it")
+    codes = alpha.wait(120)
+    check(codes == [0, 0], "alpha exited %s:\n%s" % (codes, alpha.output()[-3000:]))
+    print("victim failed on node 1: %s" % first_error(own))
+    print("victim on node 2: %s" % first_error(peer))
+    print("node 2's worker failed %.2f s after node 1's (%.2f s after the job started; join "
+          "timeout 30 s); alpha trained to the end meanwhile" % (lag, ends[1] - started))
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("scenario", choices=["concurrent", "ended_run_id", "refusals"])
+    p.add_argument("scenario", choices=["concurrent", "ended_run_id", "refusals",
+                                        "peer_failure"])
     for program in ("netemu", "controller", "gravacd", "worker"):
         p.add_argument("--" + program, required=True)
     p.add_argument("--work_dir", required=True)
