@@ -5,9 +5,10 @@ Runs examples/python/horovod/elastic_train.py twice under gravacrun on emulated 
 workers, each node in its own network namespace, --min-np 2):
 
   1. uninterrupted: the reference accuracy;
-  2. when rank 0 reports the end of epoch 1, every process of node 1 (all processes in its
-     network namespace: its gravacd and its two workers) is killed with SIGKILL. The two
-     survivors must regroup into a membership of 2 ranks, restore their last commit, finish
+  2. after epoch 1 (every rank holds there until the test lets it go), every process of node 1
+     (all processes in its network namespace: its gravacd and its two workers) is killed with
+     SIGKILL. The two survivors must regroup into a membership of 2 ranks, restore their last
+     commit, finish
      every epoch with identical replicas (the script checks them with an allgather) and reach
      an accuracy within --max-accuracy-drop of run 1; gravacrun must exit 0.
 
@@ -156,12 +157,16 @@ def main():
             return 1
         reference = float(final[1].group(1))
 
-    job = Job(base + worker, env)
+    hold_file = os.path.join(os.environ.get("TMPDIR", "/tmp"),
+                             "gravac-elastic-hold-%d" % os.getpid())
+    if os.path.exists(hold_file):
+        os.unlink(hold_file)
+    job = Job(base + worker + ["--hold-after-epoch", "1", "--hold-file", hold_file], env)
     if linked:
         started = job.wait_for(r"starting gravacd 1 in netns (\S+):", 60)
     else:
         started = job.wait_for(r"starting gravacd 1: .*--run_id=(\S+)", 60)
-    epoch1 = job.wait_for(r"\[rank 0\] epoch 1: ", args.timeout)
+    epoch1 = job.wait_for(r"\[rank 0\] holding after epoch 1", args.timeout)
     if started is None or epoch1 is None:
         job.finish(5)
         print("FAIL: no node 1 start line or no end of epoch 1 in the output")
@@ -180,6 +185,8 @@ def main():
         except ProcessLookupError:
             pass
     fault = time.monotonic()
+    with open(hold_file, "w"):
+        pass  # the survivors go on into epoch 2 and find node 1 gone
     print("killed %d processes of node 1 (%s): %s" % (len(pids), where, " ".join(pids)),
           flush=True)
     if len(pids) < 3:
@@ -189,6 +196,7 @@ def main():
 
     if args.expect_end:
         code = job.finish(args.timeout)
+        os.unlink(hold_file)
         text = job.text()
         if code == 0 or "below the minimum of %d" % args.min_np not in text or \
                 "lost nodes: node1" not in text.replace("'", ""):
@@ -200,6 +208,7 @@ def main():
 
     resumed = job.wait_for(r"\[rank 0\] reset: 2 ranks, resuming", args.timeout, after=mark)
     code = job.finish(args.timeout)
+    os.unlink(hold_file)
     final = job.wait_for(r"\[rank 0\] final: accuracy ([0-9.]+), 2 replicas identical", 1,
                          after=mark)
     if resumed is None or final is None or code != 0:

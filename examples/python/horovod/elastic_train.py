@@ -20,7 +20,9 @@ are identical; --min-accuracy makes the script fail below that held-out accuracy
 """
 
 import argparse
+import os
 import sys
+import time
 
 import torch
 import torch.nn as nn
@@ -44,6 +46,10 @@ parser.add_argument("--classes", type=int, default=4)
 parser.add_argument("--inject-failure-at", type=int, default=-1, metavar="N",
                     help="raise HorovodInternalError on every rank once, at global batch N")
 parser.add_argument("--min-accuracy", type=float, default=0.0)
+parser.add_argument("--hold-after-epoch", type=int, default=0, metavar="N",
+                    help="(tests) after epoch N every rank waits, at most 120 s, until "
+                         "--hold-file exists, so a test can kill a node at a known point")
+parser.add_argument("--hold-file", default="")
 
 
 def synthetic(n, features, classes, seed):
@@ -121,6 +127,16 @@ def main():
                       % (state.epoch, "%.4f" % loss.item() if loss is not None else "-",
                          accuracy, failures["batches"]), flush=True)
             end_epoch(state)
+            if args.hold_after_epoch and state.epoch == args.hold_after_epoch + 1:
+                hold(args.hold_after_epoch)
+
+    def hold(epoch):
+        if hvd.rank() == 0:
+            print("holding after epoch %d" % epoch, flush=True)
+        deadline = time.monotonic() + 120
+        while args.hold_file and not os.path.exists(args.hold_file) and \
+                time.monotonic() < deadline:
+            time.sleep(0.05)
 
     def end_epoch(state):
         state.epoch += 1  # committed as the next epoch: a restore does not train this one again
