@@ -8,9 +8,8 @@ workers, each node in its own network namespace, --min-np 2):
   2. after epoch 1 (every rank holds there until the test lets it go), every process of node 1
      (all processes in its network namespace: its gravacd and its two workers) is killed with
      SIGKILL. The two survivors must regroup into a membership of 2 ranks, restore their last
-     commit, finish
-     every epoch with identical replicas (the script checks them with an allgather) and reach
-     an accuracy within --max-accuracy-drop of run 1; gravacrun must exit 0.
+     commit, finish every epoch with identical replicas (the script checks them with an
+     allgather) and reach an accuracy within --max-accuracy-drop of run 1; gravacrun must exit 0.
 
 Prints the time from the kill to the survivors training again (rank 0's reset callback, which
 runs once the new membership is formed and the state synced) as
