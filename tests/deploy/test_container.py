@@ -25,6 +25,7 @@ import shutil
 import subprocess
 import sys
 import time
+import uuid
 
 import pytest
 
@@ -177,7 +178,8 @@ def test_the_image_runs_as_a_non_root_user_with_runtime_packages_only(podman, im
     # The digits the example reads without scikit-learn (examples/python/train_digits.py).
     assert "python3-sklearn" not in packages
     podman("run", "--rm", "--runtime", "runc", "--network", "none",
-           "--cgroup-parent", podman.cgroup_parent, image, "test", "-s",
+           "--cgroup-parent", podman.cgroup_parent, "--ulimit", "nofile=20000:20000",
+           "--ulimit", "nproc=4096:4096", image, "test", "-s",
            "/usr/local/share/gravac/examples/digits.csv.gz")
 
 
@@ -242,8 +244,12 @@ def run_container(podman, workload, c, node, pod, fields, services, folders, log
         args += ["--security-opt", "no-new-privileges"]
     volumes = {v["name"]: v for v in spec.get("volumes", [])}
     for mount in c.get("volumeMounts", []):
-        assert set(volumes[mount["name"]]) == {"name", "emptyDir"}
-        args += ["-v", "%s:%s" % (folders[mount["name"]], mount["mountPath"])]
+        # An emptyDir is a host folder of the pod; a Secret volume a folder holding the
+        # Secret's files (pod_folders), mounted read-only as the kubelet does.
+        kind = set(volumes[mount["name"]]) - {"name"}
+        assert kind in ({"emptyDir"}, {"secret"}), volumes[mount["name"]]
+        args += ["-v", "%s:%s%s" % (folders[mount["name"]], mount["mountPath"],
+                                    ":ro" if kind == {"secret"} or mount.get("readOnly") else "")]
     env = container_env(c, fields, services)
     for key, value in env.items():
         args += ["-e", "%s=%s" % (key, value)]
@@ -314,10 +320,14 @@ def test_containers_train_the_digits_job_on_emulated_nodes(podman, image, cluste
         start(CONTROLLER, spec_of(CONTROLLER)["containers"][0], 0, "controller", {})
         wait_tcp(cluster[1][0], controller_ip, ports["grpc"])
         workers = []
+        job_uid = str(uuid.uuid4())  # the Job's uid: gravac's run id
         for index, node in enumerate((1, 2)):
             pod = "worker-%d" % index
             fields = {"spec.nodeName": "k8s-node-%d" % node, COMPLETION_INDEX: str(index),
-                      "status.podIP": cluster[node][1], "metadata.name": pod}
+                      "status.podIP": cluster[node][1], "metadata.name": pod,
+                      # the labels the Job controller sets on its pods: the job's identity
+                      "metadata.labels['batch.kubernetes.io/job-name']": JOB["metadata"]["name"],
+                      "metadata.labels['batch.kubernetes.io/controller-uid']": job_uid}
             sidecar = spec_of(JOB)["initContainers"][0]
             start(JOB, sidecar, node, pod, fields)
             probe = {p["name"]: p["containerPort"] for p in sidecar["ports"]}[
