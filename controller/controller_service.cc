@@ -38,11 +38,65 @@ grpc::Status NodeError(const std::string& node, const absl::Status& status) {
       absl::Status(status.code(), absl::StrFormat("node '%s': %s", node, status.message())));
 }
 
-class JoinReactor final : public grpc::ServerUnaryReactor {
+// A unary call answered later through a ticket (a Join, a Regroup). The answer may come inline
+// or on another thread, and gRPC may cancel the call before the ticket is known: the state shared
+// with the answer callback applies such a cancel as soon as the ticket is set. After Finish the
+// reactor may be gone, so the answer callback touches only that shared state.
+class TicketedReactor : public grpc::ServerUnaryReactor {
+ public:
+  void OnCancel() override {
+    int64_t ticket = 0;
+    {
+      absl::MutexLock lock(&state_->mu);
+      state_->cancelled = true;
+      if (state_->finished) return;
+      ticket = state_->ticket;
+    }
+    if (ticket != 0) cancel_(ticket);
+  }
+  void OnDone() override { delete this; }
+
+ protected:
+  struct State {
+    absl::Mutex mu;
+    int64_t ticket = 0;
+    bool cancelled = false;
+    bool finished = false;
+
+    // The answer callback calls this first.
+    void MarkFinished() {
+      absl::MutexLock lock(&mu);
+      finished = true;
+    }
+  };
+
+  // `cancel(ticket)` withdraws a pending request.
+  explicit TicketedReactor(std::function<void(int64_t)> cancel)
+      : cancel_(std::move(cancel)), state_(std::make_shared<State>()) {}
+
+  const std::shared_ptr<State>& state() const { return state_; }
+
+  // Called with the ticket the request returned: a cancel that came before it is applied now.
+  void SetTicket(int64_t ticket) {
+    bool cancel = false;
+    {
+      absl::MutexLock lock(&state_->mu);
+      state_->ticket = ticket;
+      cancel = state_->cancelled && !state_->finished;
+    }
+    if (cancel && ticket != 0) cancel_(ticket);
+  }
+
+ private:
+  std::function<void(int64_t)> cancel_;
+  std::shared_ptr<State> state_;
+};
+
+class JoinReactor final : public TicketedReactor {
  public:
   JoinReactor(std::shared_ptr<Coordinator> coordinator, const v1::JoinRequest& request,
               v1::JoinResponse* response)
-      : coordinator_(std::move(coordinator)), state_(std::make_shared<State>()) {
+      : TicketedReactor([coordinator](int64_t ticket) { coordinator->CancelJoin(ticket); }) {
     JoinRequestInfo info;
     info.node_name = request.node_name();
     info.first_rank = request.first_rank();
@@ -54,117 +108,49 @@ class JoinReactor final : public grpc::ServerUnaryReactor {
     info.newest_epoch = request.newest_epoch();
     info.last_step = request.last_step();
     info.data_plane_protocol = request.data_plane_protocol();
-    // The callback may run inline, or later on another thread; after Finish the reactor may be
-    // gone, so what follows Join() only touches the shared state.
-    std::shared_ptr<State> state = state_;
-    const int64_t ticket =
-        coordinator_->Join(info, [this, response, state](absl::StatusOr<JoinReply> reply) {
-          {
-            absl::MutexLock lock(&state->mu);
-            state->finished = true;
-          }
-          if (!reply.ok()) {
-            Finish(proto::ToGrpcStatus(reply.status()));
-            return;
-          }
-          response->set_node_rank(reply->node_rank);
-          response->set_world_size(reply->world_size);
-          for (const NodeEntry& n : reply->nodes) ToProto(n, response->add_nodes());
-          proto::ToProto(reply->job, response->mutable_job());
-          proto::ToProto(reply->decision, response->mutable_decision());
-          Finish(grpc::Status::OK);
-        });
-    bool cancel = false;
-    {
-      absl::MutexLock lock(&state->mu);
-      state->ticket = ticket;
-      cancel = state->cancelled && !state->finished;
-    }
-    if (cancel) coordinator_->CancelJoin(ticket);
+    std::shared_ptr<State> state = this->state();
+    SetTicket(coordinator->Join(info, [this, response, state](absl::StatusOr<JoinReply> reply) {
+      state->MarkFinished();
+      if (!reply.ok()) {
+        Finish(proto::ToGrpcStatus(reply.status()));
+        return;
+      }
+      response->set_node_rank(reply->node_rank);
+      response->set_world_size(reply->world_size);
+      for (const NodeEntry& n : reply->nodes) ToProto(n, response->add_nodes());
+      proto::ToProto(reply->job, response->mutable_job());
+      proto::ToProto(reply->decision, response->mutable_decision());
+      Finish(grpc::Status::OK);
+    }));
   }
+};
 
-  void OnCancel() override {
-    int64_t ticket = 0;
-    {
-      absl::MutexLock lock(&state_->mu);
-      state_->cancelled = true;
-      if (state_->finished) return;
-      ticket = state_->ticket;
-    }
-    if (ticket != 0) coordinator_->CancelJoin(ticket);
+// Regroup: finishes when the MembershipBook answers; an asker that goes away is removed.
+class RegroupReactor final : public TicketedReactor {
+ public:
+  RegroupReactor(MembershipBook* book, const RegroupInfo& info, v1::Membership* response)
+      : TicketedReactor([book](int64_t ticket) { book->Cancel(ticket); }) {
+    std::shared_ptr<State> state = this->state();
+    SetTicket(book->Regroup(info, [this, response, state](absl::StatusOr<MembershipInfo> m) {
+      state->MarkFinished();
+      if (!m.ok()) {
+        Finish(proto::ToGrpcStatus(m.status()));
+        return;
+      }
+      response->set_version(m->version);
+      response->set_run_id(m->run_id);
+      response->set_node_rank(m->node_rank);
+      response->set_world_size(m->world_size);
+      response->set_epoch_base(m->epoch_base);
+      for (const NodeEntry& n : m->nodes) ToProto(n, response->add_nodes());
+      for (const std::string& n : m->lost_nodes) response->add_lost_nodes(n);
+      for (const std::string& n : m->added_nodes) response->add_added_nodes(n);
+      Finish(grpc::Status::OK);
+    }));
   }
-  void OnDone() override { delete this; }
-
- private:
-  struct State {
-    absl::Mutex mu;
-    int64_t ticket = 0;
-    bool cancelled = false;
-    bool finished = false;
-  };
-  std::shared_ptr<Coordinator> coordinator_;
-  std::shared_ptr<State> state_;
 };
 
 // ReportStats: the job of the first batch is the stream's; a batch naming another job ends it.
-// Regroup: finishes when the MembershipBook answers; an asker that goes away is removed.
-class RegroupReactor final : public grpc::ServerUnaryReactor {
- public:
-  RegroupReactor(MembershipBook* book, const RegroupInfo& info, v1::Membership* response)
-      : book_(book), state_(std::make_shared<State>()) {
-    std::shared_ptr<State> state = state_;
-    const int64_t ticket =
-        book_->Regroup(info, [this, response, state](absl::StatusOr<MembershipInfo> m) {
-          {
-            absl::MutexLock lock(&state->mu);
-            state->finished = true;
-          }
-          if (!m.ok()) {
-            Finish(proto::ToGrpcStatus(m.status()));
-            return;
-          }
-          response->set_version(m->version);
-          response->set_run_id(m->run_id);
-          response->set_node_rank(m->node_rank);
-          response->set_world_size(m->world_size);
-          response->set_epoch_base(m->epoch_base);
-          for (const NodeEntry& n : m->nodes) ToProto(n, response->add_nodes());
-          for (const std::string& n : m->lost_nodes) response->add_lost_nodes(n);
-          for (const std::string& n : m->added_nodes) response->add_added_nodes(n);
-          Finish(grpc::Status::OK);
-        });
-    bool cancel = false;
-    {
-      absl::MutexLock lock(&state->mu);
-      state->ticket = ticket;
-      cancel = state->cancelled && !state->finished;
-    }
-    if (cancel && ticket != 0) book_->Cancel(ticket);
-  }
-
-  void OnCancel() override {
-    int64_t ticket = 0;
-    {
-      absl::MutexLock lock(&state_->mu);
-      state_->cancelled = true;
-      if (state_->finished) return;
-      ticket = state_->ticket;
-    }
-    if (ticket != 0) book_->Cancel(ticket);
-  }
-  void OnDone() override { delete this; }
-
- private:
-  struct State {
-    absl::Mutex mu;
-    int64_t ticket = 0;
-    bool cancelled = false;
-    bool finished = false;
-  };
-  MembershipBook* book_;
-  std::shared_ptr<State> state_;
-};
-
 class StatsReactor final : public grpc::ServerReadReactor<v1::StatsBatch> {
  public:
   // `authorize(job, coordinator, node_rank)` says whether the peer may report for that node of
