@@ -1,6 +1,7 @@
 // Coordinator: combining the nodes' statistics per step and feeding the combined steps to the
 // policy (its decisions are published by coordinator_decisions.cc).
 #include <cmath>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -130,6 +131,12 @@ void Coordinator::ObserveStep(int64_t step, const PendingStep& pending) {
                  decision.status().ToString());
     }
     return;
+  }
+  if (const std::optional<policy::PeriodReport>& period = policy_.ended_period();
+      period && options_.log != nullptr) {
+    // Each candidate's measured gains against ε and the guard: why its θ was used or not.
+    GRAVAC_LOG(*options_.log, kInfo, "%s",
+               period->DebugString(policy_.config().epsilon, policy_.config().min_relative_gain));
   }
   sum_samples_ += static_cast<double>(combined.samples);
   sum_seconds_ += combined.step_seconds;

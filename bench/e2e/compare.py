@@ -84,11 +84,11 @@ RUNS = {
     "static1000": ["--mode", "static", "--theta", "1000"],
     "gravac_geometric": ["--mode", "gravac", "--policy", "geometric"],
     "gravac_exponential": ["--mode", "gravac", "--policy", "exponential"],
-    # The paper's rule, without the accuracy guard (min_relative_gain 0).
+    # The paper's rule and setting: ε 0.75, without the accuracy guard (min_relative_gain 0).
     "gravac_geometric_paper": ["--mode", "gravac", "--policy", "geometric",
-                               "--min-relative-gain", "0"],
+                               "--min-relative-gain", "0", "--epsilon", "0.75"],
     "gravac_exponential_paper": ["--mode", "gravac", "--policy", "exponential",
-                                 "--min-relative-gain", "0"],
+                                 "--min-relative-gain", "0", "--epsilon", "0.75"],
     "ddp": None,
 }
 STATIC_RE = re.compile(r"^static(\d+)$")
@@ -193,6 +193,8 @@ def training_args(args, name):
             own += ["--min-dwell", str(args.min_dwell)]
         if args.min_relative_gain is not None and "--min-relative-gain" not in own:
             own += ["--min-relative-gain", "%g" % args.min_relative_gain]
+        if args.epsilon is not None and "--epsilon" not in own:
+            own += ["--epsilon", "%g" % args.epsilon]
     return common + own
 
 
@@ -380,10 +382,11 @@ def write_table(args, rows, load_start, load_end):
     lines = ["# End-to-end comparison (issue #5, BENCHMARKS.md item 8)", "",
              "2 nodes x 2 workers, links %s (gravacrun --link / gravac-netemu --rate %g), "
              "%s, %d epochs, seed %d, batch %d/rank, GraVAC window %d, eval_steps %d, θ_max %g, "
-             "min_dwell %s, min_relative_gain %s (*_paper runs: 0), target accuracy %.3f. Host: "
-             "%d CPUs, load average (1/5/15 min) %s at start, %s at end."
+             "ε %s, min_dwell %s, min_relative_gain %s (*_paper runs: ε 0.75 and 0), target "
+             "accuracy %.3f. Host: %d CPUs, load average (1/5/15 min) %s at start, %s at end."
              % (args.link, args.rate, job_description(args), args.epochs, args.seed,
                 args.batch_size, args.window, args.eval_steps, args.theta_max,
+                "the controller's (0.75)" if args.epsilon is None else "%g" % args.epsilon,
                 "the controller's" if args.min_dwell is None else args.min_dwell,
                 "the controller's" if args.min_relative_gain is None
                 else "%g" % args.min_relative_gain, args.target,
@@ -519,7 +522,8 @@ def plot(args, results):
                 ax.annotate("θc %g" % (r.get("theta_candidate") or 0), (r["step"], r["gain_c"]),
                             textcoords="offset points", xytext=(3, -10), fontsize=6,
                             color=line.get_color())
-    ax.axhline(args.epsilon, color="grey", lw=0.8, ls="--", label="ε %.2f" % args.epsilon)
+    epsilon = 0.75 if args.epsilon is None else args.epsilon
+    ax.axhline(epsilon, color="grey", lw=0.8, ls="--", label="ε %.2f" % epsilon)
     ax.set_xlabel("training step (end of epoch)")
     ax.set_ylabel("compression gain")
     ax.set_title("GraVAC: compression gain against step")
@@ -590,7 +594,9 @@ def main():
                    help="GraVAC θ_max (the search's last candidate). digits: 40, the largest θ "
                    "whose gain passed ε = 0.75 on that job (bench/e2e/README.md); fashion: 1000; "
                    "the controller's own default is 10000")
-    p.add_argument("--epsilon", type=float, default=0.75, help="only drawn in the gain plot")
+    p.add_argument("--epsilon", type=float, default=None,
+                   help="GraVAC runs: ε, the least gain at which θ_c is used (default: the "
+                   "controller's, 0.75, the paper's)")
     p.add_argument("--build_dir", default=os.path.join(REPO, "build"))
     p.add_argument("--netemu", default="", help="gravac-netemu (default: in --build_dir)")
     p.add_argument("--python", default="/usr/bin/python3")
@@ -725,12 +731,27 @@ def run_round(args, names, env):
                  fmt(r["time_to_target_s"], "%.1f s", "not reached"), fmt(r["time_s"], "%.1f"),
                  r["wall_s"]), flush=True)
     load_end = os.getloadavg()
+    write_controller_lines(args.out_dir, [n for n in names if n in results and n != "ddp"])
     path, table = write_table(args, rows, load_start, load_end)
     print(table)
     print("compare.py: wrote %s" % path)
     for png in plot(args, results):
         print("compare.py: wrote %s" % png)
     return all(r["rc"] == 0 and r["epochs"] == args.epochs for r in rows)
+
+
+def write_controller_lines(out_dir, names):
+    """controller_decisions.log: each GraVAC run's decision lines and its search periods' gains
+    against ε and the guard, from the run's log."""
+    with open(os.path.join(out_dir, "controller_decisions.log"), "w") as out:
+        for name in names:
+            out.write("# %s\n" % name)
+            log_path = os.path.join(out_dir, name + ".log")
+            if not os.path.exists(log_path):
+                continue
+            with open(log_path) as f:
+                out.writelines(line for line in f if "[controller]" in line and (
+                    "decision epoch" in line or "search period" in line or " ended:" in line))
 
 
 def median(values):

@@ -1,5 +1,6 @@
 #include "controller/policy/gravac_policy.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -50,6 +51,23 @@ std::string Decision::DebugString() const {
       "gain_c=%.6f",
       epoch, first_step, theta, theta_candidate, searching, std::string(PhaseName(phase)), gain_min,
       gain_c);
+}
+
+std::string PeriodReport::DebugString(double epsilon, double min_relative_gain) const {
+  std::string gains =
+      measured == 0
+          ? std::string("gain_c never measured (its tracker did not fill)")
+          : absl::StrFormat(
+                "gain_c %.3f-%.3f, last %.3f with gain_min %.3f (gain_c/gain_min %.2f); "
+                "measured on %d of %d steps: >= epsilon %g on %d, guard (>= %g gain_min) on %d",
+                gain_c_min, gain_c_max, gain_c_last, gain_min_last,
+                gain_min_last > 0.0 ? gain_c_last / gain_min_last : 0.0, measured, steps, epsilon,
+                passed_epsilon, min_relative_gain, passed_guard);
+  return absl::StrFormat("search period of theta_c %g ended at step %d: %s; sent at theta_c on %d "
+                         "steps, CT mean %s; %s theta_c %g",
+                         theta_c, last_step, gains, sent_at_c,
+                         ct_mean > 0.0 ? absl::StrFormat("%.3f", ct_mean) : std::string("none"),
+                         search_ended ? "search ended on" : "next", next_theta_c);
 }
 
 absl::StatusOr<GravacPolicy> GravacPolicy::Create(PolicyConfig config) {
@@ -119,8 +137,30 @@ void GravacPolicy::RecordThroughput(const StepStats& s, std::optional<double> ga
   }
 }
 
+void GravacPolicy::CountPeriod(const StepStats& s, std::optional<double> gain_min,
+                               std::optional<double> gain_c) {
+  PeriodReport& p = period_;
+  p.theta_c = theta_c_;
+  p.last_step = s.step;
+  ++p.steps;
+  if (s.theta_used == theta_c_ && theta_c_ != config_.theta_min) ++p.sent_at_c;
+  if (!gain_c || !Measured()) return;
+  p.gain_c_min = p.measured == 0 ? *gain_c : std::min(p.gain_c_min, *gain_c);
+  p.gain_c_max = p.measured == 0 ? *gain_c : std::max(p.gain_c_max, *gain_c);
+  ++p.measured;
+  if (*gain_c >= config_.epsilon) ++p.passed_epsilon;
+  if (KeepsEnough(gain_min, gain_c)) ++p.passed_guard;
+}
+
 void GravacPolicy::EndPeriod(int64_t next_step) {
   table_.MarkPeriodComplete(theta_c_);
+  PeriodReport report = period_;
+  period_ = PeriodReport();
+  const std::optional<double> gain_min = Gain(norm_min_, norm_g_);
+  const std::optional<double> gain_c = Gain(norm_c_, norm_g_);
+  report.gain_c_last = gain_c.value_or(0.0);
+  report.gain_min_last = gain_min.value_or(0.0);
+  if (const ThroughputTable::Entry* e = table_.Find(theta_c_)) report.ct_mean = e->mean();
   const std::vector<ThroughputTable::Ranked> best = table_.Best(2);
   double next = theta_c_;
   if (best.size() == 2 && RelativeGap(best[0].mean, best[1].mean) < config_.omega) {
@@ -135,8 +175,12 @@ void GravacPolicy::EndPeriod(int64_t next_step) {
   if (next != theta_c_) {
     theta_c_ = next;
     norm_c_.Reset();
+    guard_verdict_.reset();
     history_.push_back({next_step, theta_c_});
   }
+  report.next_theta_c = theta_c_;
+  report.search_ended = !searching_;
+  ended_period_ = report;
 }
 
 bool GravacPolicy::Measured() const {
@@ -150,10 +194,17 @@ double GravacPolicy::Choose(std::optional<double> gain_min, std::optional<double
   return ThroughputTable::kDense;
 }
 
-bool GravacPolicy::KeepsEnough(std::optional<double> gain_min,
-                               std::optional<double> gain_c) const {
+bool GravacPolicy::KeepsEnough(std::optional<double>, std::optional<double>) const {
   if (theta_c_ == config_.theta_min) return true;  // θ_c is θ_min: nothing more is withheld
-  return gain_c.value_or(0.0) >= config_.min_relative_gain * gain_min.value_or(0.0);
+  if (config_.min_relative_gain <= 0.0) return true;  // the paper's rule: ε alone
+  return guard_verdict_.value_or(false);
+}
+
+void GravacPolicy::JudgeGuard(std::optional<double> gain_min, std::optional<double> gain_c) {
+  // Only a window whose steps all left θ_min's residual (or none: dense) measures the ratio free
+  // of the candidate's own residual; the verdict reached there holds while θ_c is sent.
+  if (clean_steps_ < config_.window || !gain_min || !gain_c) return;
+  guard_verdict_ = *gain_c >= config_.min_relative_gain * *gain_min;
 }
 
 double GravacPolicy::Dwell(double chosen) const {
@@ -167,19 +218,25 @@ double GravacPolicy::Dwell(double chosen) const {
 absl::StatusOr<Decision> GravacPolicy::Observe(const StepStats& s) {
   if (absl::Status st = CheckStats(s); !st.ok()) return st;
   if (history_.empty()) history_.push_back({s.step, theta_c_});
+  ended_period_.reset();
   last_step_ = s.step;
   ++observed_;
 
   norm_g_.Add(s.n_g);
   norm_min_.Add(s.n_min);
   if (s.theta_candidate == theta_c_) norm_c_.Add(s.n_c);
+  const bool clean = s.theta_used == config_.theta_min || s.theta_used == ThroughputTable::kDense;
+  clean_steps_ = clean ? clean_steps_ + 1 : 0;
   const std::optional<double> gain_min = Gain(norm_min_, norm_g_);
   std::optional<double> gain_c = Gain(norm_c_, norm_g_);
+  JudgeGuard(gain_min, gain_c);
   RecordThroughput(s, gain_min, gain_c);
+  if (searching_) CountPeriod(s, gain_min, gain_c);
 
   if (searching_ && observed_ % config_.eval_steps == 0) {
     EndPeriod(s.step + 1);
     gain_c = Gain(norm_c_, norm_g_);
+    JudgeGuard(gain_min, gain_c);
   }
 
   Decision next = current_;

@@ -44,6 +44,15 @@
 //     (the largest k/m of k elements hold at least 1/m of their energy), so with r = 0.6 every
 //     θ_c <= 2.7·θ_min passes whatever the gradient; larger θ_c pass only on gradients whose mass is
 //     concentrated enough. While θ_c = θ_min the guard does not apply.
+//     *The ratio is judged only on windows sent at θ_min or dense throughout (W consecutive such
+//     steps), and the verdict holds until the next such window or a new θ_c: while θ_c itself is
+//     sent, the residual it leaves is larger, and that residual inflates N_min far more than N_c
+//     (top-k at θ_min takes in much more of e than top-k at θ_c), so the ratio falls because θ_c
+//     is in use, not because it keeps less of the gradient. Measured on the Fashion-MNIST CNN
+//     (dense layer compressed, bench/e2e/topk_sim.py): θ_c = 100 keeps 0.77-0.82 of θ_min's
+//     norm while θ_min is sent and 0.44-0.57 while 100 is sent; judged every step, the guard
+//     dropped a candidate it had passed once it had been sent for a while (θ_c 80, step 290:
+//     1.157 / 1.970 = 0.59 < 0.6).
 //     *After the search stops θ_c stays fixed, its tracker keeps filling from the candidate
 //     norms, and ε still guards every step: it falls back to θ_min or dense when gain_c drops.
 //     While θ_c = θ_min the decision is θ_min (compressed and sent), never "send nothing".
@@ -110,6 +119,29 @@ struct Decision {
   std::string DebugString() const;
 };
 
+// One search period that has ended (step 5): what its candidate measured against ε and the
+// accuracy guard, and what the search did next. The controller logs it, so a run shows why a θ
+// was or was not used. Gains are counted over the period's steps with the candidate's gain defined
+// (its tracker full).
+struct PeriodReport {
+  int64_t last_step = 0;      // the period's last observed step
+  double theta_c = 0.0;       // the candidate it evaluated
+  int64_t steps = 0;          // observed steps in the period
+  int64_t measured = 0;       // of them, steps with gain_c defined
+  int64_t passed_epsilon = 0;  // of those, gain_c >= ε
+  int64_t passed_guard = 0;    // of those, gain_c >= min_relative_gain · gain_min
+  int64_t sent_at_c = 0;      // steps of the period sent at θ_c
+  double gain_c_min = 0.0;    // range of gain_c over the measured steps (0 when none)
+  double gain_c_max = 0.0;
+  double gain_c_last = 0.0;   // at the period's last step, with gain_min beside it
+  double gain_min_last = 0.0;
+  double ct_mean = 0.0;       // θ_c's CT mean after the period (0: no sample)
+  double next_theta_c = 0.0;  // θ_c from the next step on
+  bool search_ended = false;
+  bool operator==(const PeriodReport&) const = default;
+  std::string DebugString(double epsilon, double min_relative_gain) const;
+};
+
 // One entry of the θ_c trajectory: θ_c became `theta` from step `first_step` on.
 struct CandidateChange {
   int64_t first_step = 0;
@@ -132,6 +164,8 @@ class GravacPolicy {
   // θ_c over time, starting with θ_min at the first observed step; empty before any Observe.
   const std::vector<CandidateChange>& candidate_history() const { return history_; }
   int64_t observed_steps() const { return observed_; }
+  // The search period the last Observe ended, if it ended one (cleared by the next Observe).
+  const std::optional<PeriodReport>& ended_period() const { return ended_period_; }
   // Last observed step index; -1 before any Observe.
   int64_t last_step() const { return last_step_; }
 
@@ -143,11 +177,17 @@ class GravacPolicy {
   void RecordThroughput(const StepStats& stats, std::optional<double> gain_min,
                         std::optional<double> gain_c);
   void EndPeriod(int64_t next_step);
+  // Adds step s's gains and θ to the running period's counts.
+  void CountPeriod(const StepStats& s, std::optional<double> gain_min,
+                   std::optional<double> gain_c);
   // Warm-up over and every tracker full: the gains are defined and the rule may use them.
   bool Measured() const;
   double Choose(std::optional<double> gain_min, std::optional<double> gain_c) const;
-  // The accuracy guard of step 6: gain_c >= min_relative_gain · gain_min (or θ_c = θ_min).
+  // The accuracy guard of step 6: θ_c = θ_min, min_relative_gain 0, or the guard's verdict.
   bool KeepsEnough(std::optional<double> gain_min, std::optional<double> gain_c) const;
+  // Sets the guard's verdict, gain_c >= min_relative_gain · gain_min, when the trackers' window
+  // was sent at θ_min or dense throughout (clean_steps_ >= W); otherwise keeps it.
+  void JudgeGuard(std::optional<double> gain_min, std::optional<double> gain_c);
   // Choose's θ, or the θ in force while it is within its dwell and still a valid choice.
   double Dwell(double chosen) const;
 
@@ -164,6 +204,12 @@ class GravacPolicy {
   int64_t last_step_ = -1;
   // observed_ when the dwell of current_.theta began (-min_dwell: none, free to change).
   int64_t theta_since_;
+  // Consecutive observed steps sent at θ_min or dense, up to the last one.
+  int64_t clean_steps_ = 0;
+  // The guard's verdict on the current θ_c; none until judged on a clean window.
+  std::optional<bool> guard_verdict_;
+  PeriodReport period_;  // the running period's counts
+  std::optional<PeriodReport> ended_period_;
 };
 
 }  // namespace gravac::policy

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <limits>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "core/testing/status_matchers.h"
@@ -475,6 +476,32 @@ TEST(GravacPolicyTest, RelativeGainGuardDoesNotOverrideEpsilon) {
   EXPECT_EQ(thetas, expected);
 }
 
+// While θ_c is sent, its larger residual inflates N_min far more than N_c, so gain_c / gain_min
+// falls because θ_c is in use (Fashion-MNIST CNN, θ_c = 100: 0.77-0.82 of θ_min's norm while θ_min
+// was sent, 0.44-0.57 while 100 was). Here 0.8 under θ_min and 0.5 under θ_c = 20, guard 0.6: the
+// verdict of the windows sent at θ_min holds while 20 is sent, instead of dropping it.
+TEST(GravacPolicyTest, RelativeGainGuardJudgesOnlyWindowsSentAtThetaMin) {
+  PolicyConfig c = SmallConfig();
+  c.min_relative_gain = 0.6;
+  GravacPolicy p = GravacPolicy::Create(c).value();
+  std::vector<double> thetas;
+  for (int64_t step = 0; step < 39; ++step) {
+    StepStats s = ValidStats(step);
+    s.theta_used = p.current().theta;
+    s.theta_candidate = p.current().theta_candidate;
+    const bool candidate_sent = s.theta_used == 20.0;
+    s.n_g = 4.0;
+    s.n_min = candidate_sent ? 8.0 : 4.0;
+    s.n_c = s.theta_candidate == 10.0 ? s.n_min : candidate_sent ? 4.0 : 3.2;
+    absl::StatusOr<Decision> d = p.Observe(s);
+    ASSERT_THAT(d, IsOk());
+    thetas.push_back(d->theta);
+  }
+  std::vector<double> expected(39, 10.0);
+  for (int i = 23; i < 39; ++i) expected[i] = 20.0;  // measured at step 23, sent to the period end
+  EXPECT_EQ(thetas, expected);
+}
+
 // The Fashion-MNIST incident (bench/e2e, 4 Dec 2026, exponential, θ_max 1000): gain_min 2.0,
 // θ_c = 100 at gain 0.6 (below ε), θ_c = 1000 at 0.8 (above ε, 0.4 of θ_min's); steps at θ_min
 // take 1 s and at θ = 1000 0.25 s, so θ = 1000 tops the throughput table once it has been sent.
@@ -525,6 +552,62 @@ TEST(GravacPolicyTest, ExponentialIncidentWithTheGuardStaysAtThetaMin) {
   EXPECT_EQ(ds[59].theta_candidate, 10.0);
   EXPECT_EQ(ds[63].theta_candidate, 10.0);
   EXPECT_EQ(ds[63].epoch, 4);  // θ_c 100, 1000, 10 (with the stop): three changes after warm-up
+}
+
+// Each ended search period is reported once (on the Observe that ended it): the candidate's gains
+// against ε and the guard, the steps sent at it, its CT mean and the next candidate.
+TEST(GravacPolicyTest, ReportsEachEndedPeriodWithItsGainsAgainstEpsilonAndTheGuard) {
+  PolicyConfig c = SmallConfig();
+  c.min_relative_gain = 0.6;
+  Driver job(c);
+  for (int i = 0; i < 19; ++i) {
+    job.StepOk(1.0, 1.0);
+    EXPECT_FALSE(job.policy().ended_period().has_value()) << "step " << i;
+  }
+  job.StepOk(1.0, 1.0);  // step 19 ends period 1 (θ_c = θ_min)
+  ASSERT_TRUE(job.policy().ended_period().has_value());
+  PeriodReport first = *job.policy().ended_period();
+  EXPECT_EQ(first.theta_c, 10.0);
+  EXPECT_EQ(first.last_step, 19);
+  EXPECT_EQ(first.steps, 20);
+  EXPECT_EQ(first.measured, 17);  // from step 3, when W = 4 samples fill the trackers
+  EXPECT_EQ(first.sent_at_c, 0);  // θ_min is not a candidate's use
+  EXPECT_EQ(first.next_theta_c, 20.0);
+  EXPECT_FALSE(first.search_ended);
+
+  // θ_c = 20 keeps half of θ_min's norm: below ε and the guard on every measured step.
+  for (int i = 0; i < 20; ++i) job.StepOk(1.0, 0.5);
+  ASSERT_TRUE(job.policy().ended_period().has_value());
+  const PeriodReport second = *job.policy().ended_period();
+  EXPECT_EQ(second.theta_c, 20.0);
+  EXPECT_EQ(second.last_step, 39);
+  EXPECT_EQ(second.measured, 17);  // the new candidate's tracker refills over steps 20-23
+  EXPECT_EQ(second.passed_epsilon, 0);
+  EXPECT_EQ(second.passed_guard, 0);
+  EXPECT_EQ(second.sent_at_c, 0);
+  EXPECT_DOUBLE_EQ(second.gain_c_min, 0.5);
+  EXPECT_DOUBLE_EQ(second.gain_c_max, 0.5);
+  EXPECT_DOUBLE_EQ(second.gain_min_last, 1.0);
+  EXPECT_EQ(second.ct_mean, 0.0);
+  EXPECT_EQ(second.next_theta_c, 40.0);
+  const std::string text = second.DebugString(c.epsilon, c.min_relative_gain);
+  EXPECT_THAT(text, HasSubstr("search period of theta_c 20 ended at step 39"));
+  EXPECT_THAT(text, HasSubstr(">= epsilon 0.75 on 0, guard (>= 0.6 gain_min) on 0"));
+  EXPECT_THAT(text, HasSubstr("CT mean none; next theta_c 40"));
+
+  // θ_c = 40 passes both from its measurement (step 23 of the period) and is sent from the next.
+  for (int i = 0; i < 20; ++i) job.StepOk(1.0, 0.8);
+  ASSERT_TRUE(job.policy().ended_period().has_value());
+  const PeriodReport third = *job.policy().ended_period();
+  EXPECT_EQ(third.theta_c, 40.0);
+  EXPECT_EQ(third.measured, 17);
+  EXPECT_EQ(third.passed_epsilon, 17);
+  EXPECT_EQ(third.passed_guard, 17);
+  EXPECT_EQ(third.sent_at_c, 16);  // steps 44-59
+  EXPECT_DOUBLE_EQ(third.ct_mean, 64 / 0.5 * 0.8);
+  EXPECT_EQ(third.next_theta_c, 80.0);  // 102.4 against θ_min's 128: 25% apart, > ω
+  job.StepOk(1.0, 0.8);
+  EXPECT_FALSE(job.policy().ended_period().has_value());
 }
 
 TEST(GravacPolicyTest, DeterministicForTheSameStatistics) {
