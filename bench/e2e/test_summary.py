@@ -157,3 +157,39 @@ def test_decision_lines_and_epochs_per_100_steps(tmp_path):
             for d in res["decisions"]] == [(1, 10, 10.0, 0.95), (2, 23, 20.0, None)]
     assert compare.epochs_per_100_steps(res) == 5.0
     assert compare.epochs_per_100_steps({"records": [], "decisions": []}) is None
+
+
+def test_epsilon_reaches_the_gravac_runs_and_the_paper_runs_keep_their_own():
+    args = argparse.Namespace(epochs=3, seed=3, target=0.8, batch_size=16, example="fashion",
+                              train_size=6400, test_size=1000, lr=0.02, min_elements=32768,
+                              window=10, eval_steps=30, theta_max=1000, min_dwell=None,
+                              min_relative_gain=0.5, epsilon=0.5)
+
+    def flag(name, key):
+        argv = compare.training_args(args, name)
+        return [argv[i + 1] for i, a in enumerate(argv) if a == key]
+
+    assert flag("gravac_geometric", "--epsilon") == ["0.5"]
+    assert flag("gravac_geometric", "--min-relative-gain") == ["0.5"]
+    assert flag("gravac_exponential_paper", "--epsilon") == ["0.75"]
+    assert flag("gravac_exponential_paper", "--min-relative-gain") == ["0"]
+    assert flag("static100", "--epsilon") == [] and flag("dense", "--epsilon") == []
+    args.epsilon = None  # the controller's
+    assert flag("gravac_geometric", "--epsilon") == []
+
+
+def test_controller_lines_keep_decisions_and_search_periods(tmp_path):
+    (tmp_path / "gravac_exponential.log").write_text(
+        "[controller] I 12:00:00 gravac-controller coordinator_decisions.cc:38] decision epoch 2 "
+        "from step 30: theta 10 theta_c 100 phase searching (searching) gain_min 1.054 gain_c "
+        "not measured yet\n"
+        "[controller] I 12:00:05 gravac-controller coordinator_stats.cc:131] search period of "
+        "theta_c 100 ended at step 59: gain_c 0.571-0.683\n"
+        "[controller] I 12:00:06 gravac-controller main.cc:90] listening\n"
+        "[node 0] I 12:00:07 gravacd engine.cc:10] decision epoch 2 (pushed)\n")
+    compare.write_controller_lines(str(tmp_path), ["gravac_exponential", "gravac_geometric"])
+    lines = (tmp_path / "controller_decisions.log").read_text().splitlines()
+    assert lines[0] == "# gravac_exponential"
+    assert len(lines) == 4 and lines[3] == "# gravac_geometric"  # no log: a header alone
+    assert "decision epoch 2 from step 30" in lines[1]
+    assert "search period of theta_c 100 ended at step 59" in lines[2]

@@ -50,9 +50,9 @@
 //     (top-k at θ_min takes in much more of e than top-k at θ_c), so the ratio falls because θ_c
 //     is in use, not because it keeps less of the gradient. Measured on the Fashion-MNIST CNN
 //     (dense layer compressed, bench/e2e/topk_sim.py): θ_c = 100 keeps 0.77-0.82 of θ_min's
-//     norm while θ_min is sent and 0.44-0.57 while 100 is sent; judged every step, the guard
-//     dropped a candidate it had passed once it had been sent for a while (θ_c 80, step 290:
-//     1.157 / 1.970 = 0.59 < 0.6).
+//     norm while θ_min is sent (from step 90) and 0.42-0.60 while 100 is sent; judged every
+//     step, the guard dropped a candidate it had passed once it had been sent for a while
+//     (θ_c 80, step 290: 1.157 / 1.970 = 0.59 < 0.6).
 //     *After the search stops θ_c stays fixed, its tracker keeps filling from the candidate
 //     norms, and ε still guards every step: it falls back to θ_min or dense when gain_c drops.
 //     While θ_c = θ_min the decision is θ_min (compressed and sent), never "send nothing".

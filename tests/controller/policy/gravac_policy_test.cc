@@ -478,7 +478,7 @@ TEST(GravacPolicyTest, RelativeGainGuardDoesNotOverrideEpsilon) {
 
 // While θ_c is sent, its larger residual inflates N_min far more than N_c, so gain_c / gain_min
 // falls because θ_c is in use (Fashion-MNIST CNN, θ_c = 100: 0.77-0.82 of θ_min's norm while θ_min
-// was sent, 0.44-0.57 while 100 was). Here 0.8 under θ_min and 0.5 under θ_c = 20, guard 0.6: the
+// was sent, 0.42-0.60 while 100 was). Here 0.8 under θ_min and 0.5 under θ_c = 20, guard 0.6: the
 // verdict of the windows sent at θ_min holds while 20 is sent, instead of dropping it.
 TEST(GravacPolicyTest, RelativeGainGuardJudgesOnlyWindowsSentAtThetaMin) {
   PolicyConfig c = SmallConfig();
