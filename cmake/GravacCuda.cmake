@@ -28,6 +28,16 @@ if(NOT GRAVAC_WITH_CUDA STREQUAL "OFF")
     # Debian CMake 3.25 knows no C++20 flag for nvcc; the .cu files are C++17.
     set(CMAKE_CUDA_STANDARD 17)
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    # Debian 12's unpatched CMake 3.25.1 FindCUDAToolkit sets a property on CUDA::nvToolsExt
+    # whether or not it found libnvToolsExt, which CUDA 13 no longer ships (nvtx3 is header-only),
+    # and fails the configure. An empty stand-in target lets it pass; nothing links it.
+    if(CMAKE_VERSION VERSION_LESS 3.26 AND NOT TARGET CUDA::nvToolsExt)
+      find_library(GRAVAC_NVTOOLSEXT nvToolsExt
+        HINTS ${CMAKE_CUDA_COMPILER_TOOLKIT_ROOT}/lib64 ${CMAKE_CUDA_COMPILER_TOOLKIT_ROOT}/lib)
+      if(NOT GRAVAC_NVTOOLSEXT)
+        add_library(CUDA::nvToolsExt INTERFACE IMPORTED)
+      endif()
+    endif()
     find_package(CUDAToolkit REQUIRED)
     set(GRAVAC_CUDA_ENABLED ON)
     find_library(GRAVAC_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR})

@@ -14,6 +14,10 @@ add_library(gravac_gravacd ${CMAKE_CURRENT_SOURCE_DIR}/gravacd.cc
 target_link_libraries(gravac_gravacd PUBLIC gravac_local gravac_engine gravac_control
   gravac_collectives gravac_transport gravac_daemon_metrics gravac_metrics gravac_core
   absl::synchronization absl::time)
+# GravacdBuild(): the version and whether the CUDA kernels are in.
+set_property(SOURCE ${CMAKE_CURRENT_SOURCE_DIR}/gravacd_options.cc APPEND PROPERTY
+  COMPILE_DEFINITIONS GRAVAC_VERSION="${PROJECT_VERSION}"
+  GRAVAC_CUDA_KERNELS=$<BOOL:${GRAVAC_CUDA_ENABLED}>)
 gravac_target_warnings(gravac_gravacd)
 
 add_executable(gravacd ${CMAKE_CURRENT_SOURCE_DIR}/main.cc)

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "core/absl_compat.h"
@@ -237,6 +238,16 @@ absl::StatusOr<std::pair<int, int>> NodePlacement(int first_rank, int local_size
                         nodes_flag, nodes, world_size, local_size));
   }
   return std::make_pair(first_rank / local_size, nodes);
+}
+
+std::string GravacdBuild() {
+  std::string transports;
+  for (const transport::TransportBackend& backend : transport::TransportBackends()) {
+    absl::StrAppend(&transports, transports.empty() ? "" : ", ", std::string(backend.name));
+  }
+  return StrCat("gravac ", GRAVAC_VERSION, ", CUDA kernels ",
+                GRAVAC_CUDA_KERNELS ? "built" : "not built (GRAVAC_WITH_CUDA=OFF)",
+                ", data-plane transports: ", transports);
 }
 
 }  // namespace gravac::daemon

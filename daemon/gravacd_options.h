@@ -62,6 +62,10 @@ struct GravacdOptions {
 // core/tls_settings.h, then log_level.
 std::vector<SettingSpec> GravacdSettings();
 
+// What this gravacd was built with, for --help and its first log line:
+// "gravac 0.1.0, CUDA kernels built, data-plane transports: loopback, ucx, nccl".
+std::string GravacdBuild();
+
 // Reads GravacdOptions from parsed settings; InvalidArgument naming the setting for values out
 // of range.
 absl::StatusOr<GravacdOptions> GravacdOptionsFromSettings(const Settings& settings);

@@ -69,6 +69,7 @@ int Main(const Settings& settings) {
   }
   if (options->node_name.empty()) options->node_name = HostName();
   Logger log(StrCat("gravacd[", options->node_name, "]"), *level);
+  GRAVAC_LOG(log, kInfo, "%s", GravacdBuild());
 
   // Signals are read from a signalfd; block them before any thread starts.
   sigset_t signals;
@@ -121,6 +122,7 @@ int main(int argc, char** argv) {
   }
   if (settings->help_requested()) {
     std::fputs(Settings::Help(gravac::daemon::GravacdSettings(), "gravacd").c_str(), stdout);
+    absl::FPrintF(stdout, "\n%s\n", gravac::daemon::GravacdBuild());
     return 0;
   }
   if (!settings->positional().empty()) {

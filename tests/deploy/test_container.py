@@ -21,7 +21,6 @@ GRAVAC_CONTAINER_PREBUILT=1 runs the image already in that storage instead of bu
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -33,6 +32,8 @@ SOURCE_DIR = os.environ["GRAVAC_SOURCE_DIR"]
 sys.path.insert(0, os.path.join(SOURCE_DIR, "tests", "install"))
 from installed import install  # noqa: E402
 from manifests import expand, find, issue_certificates, render_overlay  # noqa: E402
+from containers import (check_runtime_only, ensure_base_image, podman_session,  # noqa: E402
+                        run_args)
 
 OBJECTS = render_overlay("cpu")
 CONFIG = find(OBJECTS, "ConfigMap")
@@ -55,90 +56,15 @@ def image_of(workload):
     return images.pop()
 
 
-class Podman:
-    def __init__(self, folder):
-        self.folder = folder
-        self.base = ["podman", "--root", os.path.join(folder, "storage"), "--runroot",
-                     os.path.join(folder, "runroot"), "--storage-driver", "vfs",
-                     "--cgroup-manager", "cgroupfs", "--events-backend", "file"]
-        memory = [line.split(":", 2)[2] for line in open("/proc/self/cgroup").read().splitlines()
-                  if line.split(":", 2)[1] == "memory"]
-        self.cgroup_parent = (memory[0] if memory else "") + "/gravac-container-test"
-
-    def __call__(self, *args, timeout=600, check=True, **kwargs):
-        done = subprocess.run(self.base + list(args), capture_output=True, text=True,
-                              timeout=timeout, **kwargs)
-        if check:
-            assert done.returncode == 0, "podman %s: %s%s" % (args[0], done.stdout, done.stderr)
-        return done
-
-    def has_image(self, name):
-        return self("image", "exists", name, check=False).returncode == 0
-
-
-def apt_sources():
-    """This machine's apt sources for bookworm as one-line `deb` entries."""
-    lines = []
-    for path in ["/etc/apt/sources.list"] + sorted(
-            os.path.join("/etc/apt/sources.list.d", f) for f in os.listdir("/etc/apt/sources.list.d")):
-        if not os.path.isfile(path):
-            continue
-        text = open(path).read()
-        if path.endswith(".sources"):
-            for block in text.strip().split("\n\n"):
-                fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
-                if "deb" not in fields.get("Types", "").split():
-                    continue
-                for uri in fields["URIs"].split():
-                    for suite in fields["Suites"].split():
-                        lines.append("deb %s %s %s" % (uri, suite, fields["Components"]))
-        elif path.endswith(".list"):
-            lines += [line for line in text.splitlines() if line.startswith("deb ")]
-    lines = [line for line in lines if re.search(r"\sbookworm(-updates|-security)?\s", line)]
-    assert lines, "no bookworm apt sources on this machine"
-    return "\n".join(lines) + "\n"
-
-
 @pytest.fixture(scope="module")
 def podman(tmp_path_factory):
-    if os.geteuid() != 0:
-        pytest.skip("podman with network namespaces needs root")
-    for tool in ("podman", "runc", "mmdebstrap"):
-        if shutil.which(tool) is None:
-            pytest.skip("%s is missing (GRAVAC_WITH_CONTAINERS=1 scripts/install_deps.sh)" % tool)
-    keep = os.environ.get("GRAVAC_CONTAINER_DIR")
-    folder = keep or str(tmp_path_factory.mktemp("containers"))
-    os.makedirs(folder, exist_ok=True)
-    p = Podman(folder)
-    try:
-        yield p
-    finally:
-        if not keep:
-            p("rm", "--all", "--force", check=False)
-            p("rmi", "--all", "--force", check=False, timeout=600)
-            subprocess.run(["rm", "-rf", folder], timeout=600)
-        cgroup = "/sys/fs/cgroup/memory" + p.cgroup_parent
-        if os.path.isdir(cgroup):
-            for sub in sorted((os.path.join(d) for d, _, _ in os.walk(cgroup)), reverse=True):
-                try:
-                    os.rmdir(sub)
-                except OSError:
-                    pass
+    yield from podman_session(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
 def image(podman):
     """The CPU overlay's image, built from deploy/Dockerfile; prints its size and build time."""
-    if not podman.has_image("debian:12"):
-        sources = os.path.join(podman.folder, "sources.list")
-        with open(sources, "w") as f:
-            f.write(apt_sources())
-        rootfs = os.path.join(podman.folder, "rootfs.tar")
-        done = subprocess.run(["mmdebstrap", "--variant=minbase", "bookworm", rootfs, sources],
-                              capture_output=True, text=True, timeout=1200)
-        assert done.returncode == 0, done.stderr[-4000:]
-        podman("import", rootfs, "debian:12")
-        os.unlink(rootfs)
+    ensure_base_image(podman)
     name = image_of(JOB)
     assert image_of(CONTROLLER) == name
     if os.environ.get("GRAVAC_CONTAINER_PREBUILT") == "1" and podman.has_image(name):
@@ -155,32 +81,13 @@ def image(podman):
     return name
 
 
-COMPILERS = ("gcc", "cc", "g++", "c++", "cpp", "clang", "clang++", "gfortran", "as", "ld")
-COMPILER_PACKAGE = re.compile(r"^(gcc|g\+\+|cpp|clang|llvm|binutils|gfortran)(-\d+)?$|"
-                              r"^(libgcc|libstdc\+\+)-\d+-dev$|^python3-pythran$")
-
-
 def test_the_image_runs_as_a_non_root_user_with_runtime_packages_only(podman, image):
-    """No build tools, -dev packages or compilers: neither a compiler's package nor a compiler
-    command (gcc, cc, g++, ...) on the image's PATH or in /usr/bin."""
-    script = ("id -u; echo compilers:; for c in %s; do command -v $c; ls /usr/bin/$c 2>/dev/null; "
-              "done; echo packages:; dpkg-query -W -f='${Package}\\n'" % " ".join(COMPILERS))
-    done = podman("run", "--rm", "--runtime", "runc", "--network", "none",
-                  "--cgroup-parent", podman.cgroup_parent, "--ulimit", "nofile=20000:20000",
-                  "--ulimit", "nproc=4096:4096", image, "sh", "-c", script)
-    uid, rest = done.stdout.split("\ncompilers:\n", 1)
-    compilers, packages = rest.split("packages:\n", 1)
-    packages = packages.split()
-    assert uid == "10001"
-    assert compilers.split() == [], compilers
-    assert not [p for p in packages if p.endswith("-dev") or COMPILER_PACKAGE.match(p) or p in (
-        "build-essential", "cmake", "ninja-build", "ccache")], packages
+    """No build tools, -dev packages or compilers (containers.check_runtime_only)."""
+    packages = check_runtime_only(podman, image)
     # The digits the example reads without scikit-learn (examples/python/train_digits.py).
     assert "python3-sklearn" not in packages
-    podman("run", "--rm", "--runtime", "runc", "--network", "none",
-           "--cgroup-parent", podman.cgroup_parent, "--ulimit", "nofile=20000:20000",
-           "--ulimit", "nproc=4096:4096", image, "test", "-s",
-           "/usr/local/share/gravac/examples/digits.csv.gz")
+    podman(*(run_args(podman) + [image, "test", "-s",
+                                 "/usr/local/share/gravac/examples/digits.csv.gz"]))
 
 
 @pytest.fixture

@@ -356,7 +356,8 @@ def installed_with(packages, folder):
 def test_the_runtime_stage_pulls_in_no_compiler(tmp_path):
     """The CPU image's runtime packages, with everything they depend on, hold no compiler (as
     python3-sklearn did: scipy -> python3-pythran -> g++); the CUDA image's are the same plus
-    the CUDA runtime and NCCL. The test container checks the built image too."""
+    nothing (the CUDA runtime and NCCL come from the toolkit). The test containers check the
+    built images too."""
     if shutil.which("apt-get") is None or "Candidate: (none)" in subprocess.run(
             ["apt-cache", "policy", "python3-torch"], capture_output=True, text=True).stdout:
         pytest.skip("no apt package lists here to resolve the runtime stage's dependencies")
@@ -367,10 +368,14 @@ def test_the_runtime_stage_pulls_in_no_compiler(tmp_path):
     assert not sorted(p for p in closure if COMPILER_PACKAGE.match(p)), closure
     # The check sees a compiler that a package pulls in (the image before this check).
     assert "python3-pythran" in installed_with(packages | {"python3-sklearn"}, str(tmp_path))
+    # The CUDA image installs the same packages; its CUDA runtime and NCCL are the toolkit's own
+    # libraries that the build stage copied out of the build context `cuda`, no package.
     _, cuda_stages = dockerfile("Dockerfile.cuda")
-    cuda_only = runtime_packages(cuda_stages[-1]) - packages
-    assert {re.sub(r"-\$\{CUDA\}$", "", p) for p in cuda_only} == {"cuda-cudart", "libnccl2"}, \
-        cuda_only
+    assert runtime_packages(cuda_stages[-1]) == packages
+    build = [st for st in cuda_stages if st.split("\n", 1)[0].endswith(" AS build")][0]
+    assert "--mount=type=bind,from=cuda,target=/usr/local/cuda" in build
+    assert "COPY --from=build /staging/cuda/lib64 /usr/local/cuda/lib64" in cuda_stages[-1]
+    assert "from=cuda" not in cuda_stages[-1]
 
 
 def test_the_image_has_the_packages_of_every_library_the_programs_link(prefix):
@@ -388,7 +393,7 @@ def test_the_image_has_the_packages_of_every_library_the_programs_link(prefix):
             continue
         assert "not found" not in done.stdout, (binary, done.stdout)
         libraries |= set(re.findall(r"=> (/\S+)", done.stdout))
-    # The CUDA toolkit's libraries (a build with nvcc) come from NVIDIA's packages in
+    # The CUDA toolkit's libraries (a build with nvcc) come from the toolkit itself in
     # Dockerfile.cuda; the CPU image is built with GRAVAC_WITH_CUDA=OFF and loads none.
     libraries = {lib for lib in libraries if not lib.startswith(prefix)
                  and not os.path.realpath(lib).startswith("/usr/local/cuda")}
