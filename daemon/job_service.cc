@@ -36,7 +36,11 @@ JobService::JobService(GravacdOptions options, Logger* log, prometheus::Registry
       log_(log),
       registry_(registry),
       wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
-      regroups_(options_, log) {}
+      regroups_(options_, log),
+      failures_({.controller = options_.controller,
+                 .security = options_.security,
+                 .node_name = options_.node_name,
+                 .log = log}) {}
 
 JobService::~JobService() {
   RequestStop();
@@ -154,6 +158,15 @@ void JobService::Refuse(int fd, const absl::Status& why, int64_t pid) {
   (void)ipc::SendFrame(fd, refusal.SerializeAsString(), {}, absl::Seconds(1));
 }
 
+void JobService::RefuseJob(int fd, const absl::Status& why, const JobId& job,
+                           const v1::Hello& hello) {
+  Refuse(fd, why, hello.pid());
+  if (hello.regroup()) return;  // an elastic job's membership change: its RegroupDesk's matter
+  const int node_rank = hello.nodes() > 0 ? hello.node_rank() : -1;
+  failures_.Report(job, node_rank,
+                   absl::Status(why.code(), StrCat("refused its worker: ", why.message())));
+}
+
 std::string JobService::Holders() const {
   std::vector<std::string> held;
   for (const auto& [id, s] : sessions_) {
@@ -179,11 +192,11 @@ void JobService::Route(ipc::UniqueFd fd, ipc::FrameReader reader, std::string pa
   }
   if (!options_.jobs.empty() &&
       std::find(options_.jobs.begin(), options_.jobs.end(), job.name) == options_.jobs.end()) {
-    Refuse(fd.get(),
-           absl::PermissionDeniedError(
-               absl::StrFormat("%s: this gravacd does not serve job '%s' (--jobs %s)", who,
-                               job.name, absl::StrJoin(options_.jobs, ","))),
-           hello.pid());
+    RefuseJob(fd.get(),
+              absl::PermissionDeniedError(
+                  absl::StrFormat("%s: this gravacd does not serve job '%s' (--jobs %s)", who,
+                                  job.name, absl::StrJoin(options_.jobs, ","))),
+              job, hello);
     return;
   }
   if (hello.regroup()) {
@@ -207,22 +220,22 @@ void JobService::Route(ipc::UniqueFd fd, ipc::FrameReader reader, std::string pa
   }
   const int want = hello.local_size();
   if (want < 1 || want > 65536) {
-    Refuse(fd.get(),
-           absl::InvalidArgumentError(
-               absl::StrFormat("%s: GRAVAC_LOCAL_SIZE=%d is not 1..65536", who, want)),
-           hello.pid());
+    RefuseJob(fd.get(),
+              absl::InvalidArgumentError(
+                  absl::StrFormat("%s: GRAVAC_LOCAL_SIZE=%d is not 1..65536", who, want)),
+              job, hello);
     return;
   }
   if (options_.slots > 0) {
     int used = 0;
     for (const auto& [id, s] : sessions_) used += s->done ? 0 : s->slots;
     if (used + want > options_.slots) {
-      Refuse(fd.get(),
-             absl::ResourceExhaustedError(absl::StrFormat(
-                 "%s: the job needs %d worker slots, but %d of this node's %d are free (held by "
-                 "%s)",
-                 who, want, options_.slots - used, options_.slots, Holders())),
-             hello.pid());
+      RefuseJob(fd.get(),
+                absl::ResourceExhaustedError(absl::StrFormat(
+                    "%s: the job needs %d worker slots, but %d of this node's %d are free (held "
+                    "by %s)",
+                    who, want, options_.slots - used, options_.slots, Holders())),
+                job, hello);
       return;
     }
   }
@@ -237,8 +250,9 @@ void JobService::Route(ipc::UniqueFd fd, ipc::FrameReader reader, std::string pa
     absl::StatusOr<std::unique_ptr<DaemonMetrics>> made =
         DaemonMetrics::CreateForJob(*registry_, options_.node_name, job, want);
     if (!made.ok()) {
-      Refuse(fd.get(), absl::Status(made.status().code(), StrCat(who, ": ", made.status().message())),
-             hello.pid());
+      RefuseJob(fd.get(),
+                absl::Status(made.status().code(), StrCat(who, ": ", made.status().message())),
+                job, hello);
       return;
     }
     metrics = *std::move(made);
@@ -262,9 +276,9 @@ void JobService::Route(ipc::UniqueFd fd, ipc::FrameReader reader, std::string pa
                            .log = log_,
                            .metrics = metrics.get()});
   if (!server.ok()) {
-    Refuse(fd.get(),
-           absl::Status(server.status().code(), StrCat(who, ": ", server.status().message())),
-           hello.pid());
+    RefuseJob(fd.get(),
+              absl::Status(server.status().code(), StrCat(who, ": ", server.status().message())),
+              job, hello);
     return;
   }
   auto s = std::make_unique<Session>();

@@ -14,6 +14,10 @@
 //   - its job already has all its workers here (AlreadyExists: a second group claiming the job's
 //     slots, or a rerun that reused the run id while the first run is still here);
 //   - it sends no hello within kHelloTimeout, a malformed one, or names a malformed job id.
+// Each of these refusals but the last two also fails the job at the controller (FailureReporter,
+// rpc FailJob, sent off the accept loop, once per job), so the job's workers on other nodes fail
+// at once with an error naming the job and this node instead of waiting for the join timeout. An
+// AlreadyExists refusal does not: the job holding the slots is the one running here.
 // A regroup hello (an elastic job's worker asking for its place in the next membership) goes to
 // the RegroupDesk (regroup_desk.h), which answers it and closes the connection.
 // A session that cannot start (a run id the controller ended, an exhausted data port range, a
@@ -44,10 +48,12 @@
 #include "core/ipc/unique_fd.h"
 #include "core/job_id.h"
 #include "core/logging.h"
+#include "daemon/control/failure_reporter.h"
 #include "daemon/daemon_metrics.h"
 #include "daemon/gravacd_options.h"
 #include "daemon/job_session.h"
 #include "daemon/regroup_desk.h"
+#include "gravac/v1/worker.pb.h"
 
 namespace gravac::daemon {
 
@@ -89,6 +95,8 @@ class JobService {
   // Hands the connection to its job's session (made when new), or refuses it.
   void Route(ipc::UniqueFd fd, ipc::FrameReader reader, std::string payload);
   void Refuse(int fd, const absl::Status& why, int64_t pid);
+  // Refuse, and fail the job at the controller (see above); `hello` is the refused worker's.
+  void RefuseJob(int fd, const absl::Status& why, const JobId& job, const v1::Hello& hello);
   // Joins the sessions that ended (keeping their metrics until their retention passed); drops
   // the metrics whose retention passed; logs what is still served.
   void Reap();
@@ -112,6 +120,7 @@ class JobService {
   };
   std::map<JobId, Retired> retired_;
   RegroupDesk regroups_;
+  FailureReporter failures_;
 };
 
 }  // namespace gravac::daemon

@@ -11,6 +11,7 @@
 #include "core/status.h"
 #include "daemon/collectives/communicator.h"
 #include "daemon/control/controller_client.h"
+#include "daemon/control/failure_reporter.h"
 #include "daemon/engine/engine.h"
 #include "daemon/transport/transport_registry.h"
 
@@ -55,16 +56,13 @@ absl::Status JobSession::WaitInSlices(absl::Duration limit,
 void JobSession::ReportFailure(const absl::Status& why) {
   // The controller refused the job itself (an ended or a failed run id): nothing to tell it.
   if (absl::IsAlreadyExists(why) || absl::IsAborted(why)) return;
-  ControllerClientOptions copts;
-  copts.address = options_.controller;
-  copts.security = options_.security;
-  copts.log = log_;
-  absl::StatusOr<std::unique_ptr<ControllerClient>> client =
-      ControllerClient::Create(std::move(copts));
-  absl::StatusOr<bool> failed =
-      client.ok() ? (*client)->FailJob(options_.job, options_.node_name, node_rank_, why,
-                                       kReportTimeout)
-                  : absl::StatusOr<bool>(client.status());
+  absl::StatusOr<bool> failed = FailureReporter::ReportNow(
+      {.controller = options_.controller,
+       .security = options_.security,
+       .node_name = options_.node_name,
+       .log = log_,
+       .timeout = kReportTimeout},
+      options_.job, node_rank_, why);
   if (!failed.ok()) {
     GRAVAC_LOG(*log_, kWarning, "%s: could not report the failure to the controller: %s",
                Where(), failed.status().message());

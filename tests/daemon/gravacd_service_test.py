@@ -28,6 +28,11 @@ and the node's socket, and nothing else started for the job. Scenarios:
                 failed naming the job and the node; the waiting Join gets it), not after the
                 join timeout, while a job on the same daemons trains to the end; prints the lag
                 between the two nodes' worker errors.
+  hello_refusal a job whose worker one daemon refuses at hello (its job is not in that daemon's
+                --jobs; then another job finding that daemon's --slots full) fails on its other
+                node at once through the controller (FailJob sent by the refusing daemon), with
+                an error naming the job and the refusing node, not after the join timeout, while
+                the job holding the slots trains to the end; prints each job's lag.
 
 Usage: gravacd_service_test.py SCENARIO --netemu BIN --controller BIN --gravacd BIN --worker BIN
        --work_dir DIR (CTest passes them).
@@ -480,10 +485,61 @@ def scenario_peer_failure(cluster):
           "timeout 30 s); alpha trained to the end meanwhile" % (lag, ends[1] - started))
 
 
+def scenario_hello_refusal(cluster):
+    cluster.start_controller()
+    # Node 1 serves alpha and beta only, with one worker slot, which alpha holds; node 2 any job.
+    cluster.start_daemon(1, ["--jobs=alpha,beta", "--slots=1"])
+    cluster.start_daemon(2)
+    alpha = Job(cluster, "alpha", "r1", per_node=1, steps=400, seed=5, step_ms=25)
+    deadline = time.monotonic() + 30
+    while alpha.started_steps() < 4:
+        check(alpha.running() and time.monotonic() < deadline,
+              "alpha did not start:\n" + alpha.output()[-3000:])
+        time.sleep(0.1)
+    measured = []
+    for name, reason in (("gamma", "this gravacd does not serve job 'gamma'"),
+                         ("beta", "the job needs 1 worker slots, but 0 of this node's 1 are free")):
+        # Node 1 refuses the worker at hello; node 2's session waits in Join (for up to
+        # --join_timeout_s=30) and must learn it through the controller.
+        started = time.monotonic()
+        job = Job(cluster, name, "r1", per_node=1, steps=5, seed=1)
+        ends = wait_exits(job.procs, 60)
+        codes = [p.returncode for p in job.procs]
+        own, peer = ["".join([cluster.log(job.procs[r].log_name)] + [
+            open(path, errors="replace").read() for path in
+            [os.path.join(job.dir, "rank%d.log" % r)] if os.path.exists(path)]) for r in (0, 1)]
+        check(all(c != 0 for c in codes), "%s's workers exited %s:\n%s"
+              % (name, codes, job.output()[-3000:]))
+        check(reason in own and "GRAVAC_ERR_REFUSED" in own,
+              "node 1's worker of %s:\n%s" % (name, own[-2000:]))
+        failed = "job '%s' run 'r1' failed on node 'svc-n1'" % name
+        for words in (failed, reason, "GRAVAC_ERR_UNAVAILABLE"):
+            check(words in peer, "node 2's worker of %s does not say %r:\n%s"
+                  % (name, words, peer[-2000:]))
+        check(ends[1] - started < 10, "node 2's worker of %s failed %.1f s after the job started "
+              "(the join timeout is 30 s)" % (name, ends[1] - started))
+        check(failed in cluster.log("controller"), "the controller did not mark %s failed:\n%s"
+              % (name, cluster.log("controller")[-2000:]))
+        check(re.search(r"job '%s' run 'r1': reported the failure" % name,
+                        cluster.log("gravacd-1")),
+              "gravacd on node 1 did not report %s's refusal:\n%s"
+              % (name, cluster.log("gravacd-1")[-2000:]))
+        measured.append("%s refused on node 1 (%s): node 2's worker failed %.2f s after node 1's, "
+                        "%.2f s after the job started" % (name, reason, ends[1] - ends[0],
+                                                          ends[1] - started))
+        measured.append("  node 2: %s" % first_error(peer))
+    check(alpha.running(), "alpha ended before the refusals were done; lengthen it")
+    codes = alpha.wait(120)
+    check(codes == [0, 0], "alpha exited %s:\n%s" % (codes, alpha.output()[-3000:]))
+    for line in measured:
+        print(line)
+    print("join timeout 30 s; alpha trained to the end meanwhile")
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("scenario", choices=["concurrent", "ended_run_id", "refusals",
-                                        "peer_failure"])
+                                        "peer_failure", "hello_refusal"])
     for program in ("netemu", "controller", "gravacd", "worker"):
         p.add_argument("--" + program, required=True)
     p.add_argument("--work_dir", required=True)
