@@ -473,6 +473,7 @@ grpc::ServerUnaryReactor* ControllerService::GetJobStatus(
   ToProto(job->status, response);
   ToProto(job->id, response->mutable_job_id());
   response->set_state(JobStateName(job->state));
+  response->set_failure(job->failure);
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

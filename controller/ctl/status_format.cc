@@ -66,6 +66,7 @@ std::string FormatStatusTable(const gravac::v1::JobStatus& s) {
     out += absl::StrFormat("name:       %s, run %s, %s\n", s.job_id().name(),
                            s.job_id().run_id().empty() ? "-" : s.job_id().run_id(), s.state());
   }
+  if (!s.failure().empty()) out += absl::StrFormat("failure:    %s\n", s.failure());
   out += absl::StrFormat("job:        %s, %d of %d nodes, world size %d\n",
                          s.assembled() ? "assembled" : "assembling", s.joined_nodes(),
                          s.expected_nodes(), s.world_size());

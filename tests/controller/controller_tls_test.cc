@@ -14,6 +14,7 @@
 #include "core/logging.h"
 #include "core/testing/status_matchers.h"
 #include "daemon/control/controller_client.h"
+#include "daemon/control/failure_reporter.h"
 #include "gmock/gmock.h"
 #include "gravac/v1/controller.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
@@ -356,6 +357,87 @@ TEST(ControllerTls, NodeIdentityHoldsWithinTheJobTheCallNames) {
   EXPECT_EQ(CallWatch(as_node1.get(), 0).error_code(), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_TRUE(CallWatch(as_node0.get(), 0).ok());
   EXPECT_EQ(server->coordinator()->Status().steps_observed, 0);
+  for (auto& d : daemons) d->Shutdown();
+}
+
+grpc::Status CallFailJob(v1::Controller::Stub* stub, const std::string& job,
+                         const std::string& node_name, bool* failed = nullptr) {
+  grpc::ClientContext ctx;
+  Deadline(&ctx);
+  v1::FailJobRequest request;
+  request.mutable_job_id()->set_name(job);
+  request.mutable_job_id()->set_run_id("r1");
+  request.set_node_name(node_name);
+  request.set_node_rank(1);
+  request.set_reason("forged failure");
+  v1::FailJobResponse response;
+  grpc::Status status = stub->FailJob(&ctx, request, &response);
+  if (failed != nullptr) *failed = response.failed();
+  return status;
+}
+
+// FailJob over mutual TLS: only the node a certificate names may fail a job as that node. No
+// certificate, another CA's, another node's or gravacctl's cannot fail a job (which would end it
+// on every node); the named node's daemon (FailureReporter, as gravacd reports a refused or
+// failed session) can, and the job's waiting Join ends at once with the failure.
+TEST(ControllerTls, FailJobIsAcceptedOnlyFromTheNodeItNames) {
+  std::unique_ptr<ControllerServer> server = StartServer(false);
+  ASSERT_NE(server, nullptr);
+  // Job "victim": node0 joined and waits for node1.
+  std::unique_ptr<ControllerClient> node0 = Daemon(server->port(), TestPki().node0);
+  JoinInfo info = Info(0);
+  info.job = {"victim", "r1"};
+  absl::Status joined = absl::UnknownError("not returned");
+  absl::Time join_returned;
+  std::thread join([&] {
+    joined = node0->Join(info).status();
+    join_returned = absl::Now();
+  });
+  std::unique_ptr<v1::Controller::Stub> anonymous = Stub(server->port(), nullptr);
+  std::unique_ptr<v1::Controller::Stub> stranger = Stub(server->port(), &TestPki().stranger_node0);
+  std::unique_ptr<v1::Controller::Stub> as_node0 = Stub(server->port(), &TestPki().node0);
+  std::unique_ptr<v1::Controller::Stub> as_client = Stub(server->port(), &TestPki().client);
+  EXPECT_EQ(CallFailJob(anonymous.get(), "victim", "node1").error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(CallFailJob(stranger.get(), "victim", "node0").error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+  for (v1::Controller::Stub* stub : {as_node0.get(), as_client.get()}) {
+    grpc::Status forged = CallFailJob(stub, "victim", "node1");
+    EXPECT_EQ(forged.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+    EXPECT_THAT(forged.error_message(), HasSubstr("FailJob as node 'node1' of job 'victim'"));
+  }
+  // A daemon's reporter with node1's certificate, reporting as node0, is refused too.
+  daemon::FailureReporterOptions impostor{.controller = absl::StrFormat("127.0.0.1:%d",
+                                                                        server->port()),
+                                          .security = Security(TestPki().node1),
+                                          .node_name = "node0",
+                                          .log = TestLog()};
+  EXPECT_THAT(daemon::FailureReporter::ReportNow(impostor, {"victim", "r1"}, 0,
+                                                 absl::InternalError("forged")),
+              StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("names node1")));
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_EQ(joined.code(), absl::StatusCode::kUnknown) << "the job failed on a refused report";
+
+  // node1's own daemon reports: the job fails, node0's Join ends with the failure at once.
+  daemon::FailureReporterOptions own = impostor;
+  own.node_name = "node1";
+  const absl::Time reported = absl::Now();
+  absl::StatusOr<bool> reported_now = daemon::FailureReporter::ReportNow(
+      own, {"victim", "r1"}, -1,
+      absl::PermissionDeniedError("this gravacd does not serve job 'victim'"));
+  EXPECT_THAT(reported_now, IsOk());
+  EXPECT_TRUE(reported_now.value_or(false));
+  join.join();
+  EXPECT_EQ(joined.code(), absl::StatusCode::kAborted) << joined;
+  EXPECT_THAT(joined.message(),
+              HasSubstr("job 'victim' run 'r1' failed on node 'node1': this gravacd does not "
+                        "serve job 'victim'"));
+  EXPECT_LT(join_returned - reported, absl::Seconds(5));
+  bool failed = true;
+  EXPECT_TRUE(CallFailJob(as_node0.get(), "victim", "node0", &failed).ok());
+  EXPECT_FALSE(failed);  // already failed: the first failure stays
+  // The default job of the other tests is untouched.
+  auto daemons = AssembleJob(server->port());
   for (auto& d : daemons) d->Shutdown();
 }
 

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -369,6 +370,105 @@ TEST(Gravacctl, OneControllerServesSeveralJobs) {
   ASSERT_OK_AND_ASSIGN(int status, StopController(controller));
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << ReadFile(log_file);
   EXPECT_THAT(ReadFile(log_file), HasSubstr("job 'alpha' run 'r1' ended"));
+  RunCommand("rm -rf " + dir);
+}
+
+// A job that failed on one of its nodes (rpc FailJob, as gravacd sends when its session fails or
+// it refuses the job's worker at hello): its waiting Join ends at once with Aborted, and
+// `gravacctl jobs` and `gravacctl status --job` (table and --json) show it failed, with the
+// failure naming the job, the node and the reason; the other job stays running.
+TEST(Gravacctl, ShowsAFailedJob) {
+  const std::string dir = ::testing::TempDir() + absl::StrFormat("/gravacctl_failed_%d", getpid());
+  ASSERT_EQ(RunCommand("mkdir -p " + dir).exit_code, 0);
+  ASSERT_OK_AND_ASSIGN(
+      ControllerProcess controller,
+      StartController(dir, {"--nodes", "2", "--metrics_address", "off", "--insecure_plaintext",
+                            "--join_timeout_s", "60"}));
+  const std::string ctl = std::string(GRAVACCTL_PATH) + " --controller " + controller.address +
+                          " --insecure_plaintext ";
+  auto client = [&]() {
+    daemon::ControllerClientOptions o;
+    o.address = controller.address;
+    o.security = proto::GrpcSecurity::Plaintext();
+    o.join_timeout = absl::Seconds(30);
+    absl::StatusOr<std::unique_ptr<daemon::ControllerClient>> c =
+        daemon::ControllerClient::Create(o);
+    EXPECT_THAT(c, IsOk());
+    return std::move(c).value();
+  };
+  // Job "steady": one node, joined and running. Job "doomed": node-0 joined, waiting for node-1.
+  auto steady = client();
+  daemon::JoinInfo steady_info{"node-0", 0, 1, 1, "address-blob"};
+  steady_info.job = {"steady", "r1"};
+  steady_info.nodes = 1;
+  ASSERT_THAT(steady->Join(steady_info).status(), IsOk());
+  auto waiting = client();
+  daemon::JoinInfo doomed_info{"node-0", 0, 1, 2, "address-blob"};
+  doomed_info.job = {"doomed", "r1"};
+  absl::Status joined = absl::UnknownError("not returned");
+  absl::Time join_returned;
+  std::thread join([&] {
+    joined = waiting->Join(doomed_info).status();
+    join_returned = absl::Now();
+  });
+  for (int i = 0; i < 400; ++i) {  // until node-0's Join is in
+    if (RunCommand(ctl + "status --json --job doomed").output.find("\"joined_nodes\": 1") !=
+        std::string::npos) {
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_THAT(RunCommand(ctl + "status --job doomed").output,
+              HasSubstr("name:       doomed, run r1, assembling"));
+  // node-1's daemon refused the job's worker and reports it.
+  auto reporter = client();
+  const absl::Time reported = absl::Now();
+  ASSERT_OK_AND_ASSIGN(
+      bool failed,
+      reporter->FailJob({"doomed", "r1"}, "node-1", 1,
+                        absl::ResourceExhaustedError("the job needs 1 worker slots, but 0 of "
+                                                     "this node's 1 are free"),
+                        absl::Seconds(5)));
+  EXPECT_TRUE(failed);
+  join.join();
+  EXPECT_EQ(joined.code(), absl::StatusCode::kAborted) << joined;
+  EXPECT_THAT(joined.message(), HasSubstr("job 'doomed' run 'r1' failed on node 'node-1'"));
+  EXPECT_LT(join_returned - reported, absl::Seconds(5));
+  const std::string failure =
+      "job 'doomed' run 'r1' failed on node 'node-1' (node rank 1): the job needs 1 worker "
+      "slots, but 0 of this node's 1 are free";
+
+  CommandResult jobs = RunCommand(ctl + "jobs");
+  EXPECT_EQ(jobs.exit_code, 0) << jobs.output;
+  EXPECT_THAT(jobs.output, ::testing::ContainsRegex("doomed +r1 +failed"));
+  EXPECT_THAT(jobs.output, ::testing::ContainsRegex("steady +r1 +running"));
+  EXPECT_THAT(jobs.output, HasSubstr("\n" + failure + "\n"));
+  CommandResult status = RunCommand(ctl + "status --job doomed");
+  EXPECT_EQ(status.exit_code, 0) << status.output;
+  EXPECT_THAT(status.output, HasSubstr("name:       doomed, run r1, failed\n"));
+  EXPECT_THAT(status.output, HasSubstr("failure:    " + failure + "\n"));
+  CommandResult json = RunCommand(ctl + "status --json --job doomed");
+  EXPECT_THAT(json.output, HasSubstr("\"state\": \"failed\""));
+  EXPECT_THAT(json.output, HasSubstr("\"failure\": \"" + failure + "\""));
+  CommandResult other = RunCommand(ctl + "status --job steady");
+  EXPECT_THAT(other.output, HasSubstr("name:       steady, run r1, running\n"));
+  EXPECT_THAT(other.output, Not(HasSubstr("failure:")));
+  // A second report changes nothing; a rejoin of the failed run is refused with the failure.
+  ASSERT_OK_AND_ASSIGN(bool again, reporter->FailJob({"doomed", "r1"}, "node-1", 1,
+                                                     absl::InternalError("later"),
+                                                     absl::Seconds(5)));
+  EXPECT_FALSE(again);
+  EXPECT_THAT(RunCommand(ctl + "status --job doomed").output, Not(HasSubstr("later")));
+  auto late = client();
+  daemon::JoinInfo late_info{"node-1", 1, 1, 2, "address-blob"};
+  late_info.job = {"doomed", "r1"};
+  EXPECT_THAT(late->Join(late_info), StatusIs(absl::StatusCode::kAborted, HasSubstr(failure)));
+
+  steady->Shutdown();
+  ASSERT_OK_AND_ASSIGN(int exit_status, StopController(controller));
+  EXPECT_TRUE(WIFEXITED(exit_status) && WEXITSTATUS(exit_status) == 0)
+      << ReadFile(controller.log_file);
+  EXPECT_THAT(ReadFile(controller.log_file), HasSubstr(failure));
   RunCommand("rm -rf " + dir);
 }
 
