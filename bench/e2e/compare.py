@@ -11,6 +11,8 @@ test images) on 2 emulated nodes x 2 workers, same seed and epochs for every run
                          (any other staticN, e.g. static20, may be named in --runs)
   gravac_geometric       --mode gravac --policy geometric
   gravac_exponential     --mode gravac --policy exponential
+  gravac_*_paper         the same with the paper's ε 0.75 and no accuracy guard (the others take
+                         --epsilon and --min_relative_gain, default the controller's 0.75 and 0.6)
   ddp                    bench/e2e/ddp_peer.py: torch DistributedDataParallel, gloo backend
   <run>_staged           any gravac run above with GRAVAC_ZERO_COPY=0: gradients are copied
                          through the staging segments instead of being reduced in place
@@ -27,7 +29,8 @@ TCP/IP headers) while gravac's are the controller's bytes_sent (inter-node paylo
 by gravacctl status through train_digits.py --log-json).
 
 Writes to --out_dir: results.md (the table, the settings and the load average), one
-<run>.jsonl (per-epoch records), <run>.log (the job's output), gravac step logs, and
+<run>.jsonl (per-epoch records), <run>.log (the job's output), gravac step logs,
+controller_decisions.log (the GraVAC runs' decisions and each search period's gains), and
 accuracy_vs_time.png, bytes_per_step.png, theta_vs_step.png, gain_vs_step.png. Needs root (namespaces), /usr/bin/python3
 with torch, sklearn and matplotlib, and a build tree with gravacrun, gravacd, gravac-controller,
 gravacctl, the gravac Python package and gravac-netemu (--build_dir, --netemu).
