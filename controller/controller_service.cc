@@ -535,7 +535,9 @@ grpc::ServerUnaryReactor* ControllerService::Regroup(grpc::CallbackServerContext
                              .local_count = request->local_count(),
                              .from_version = request->from_version(),
                              .min_size = request->min_size(),
-                             .max_size = request->max_size()},
+                             .max_size = request->max_size(),
+                             .expect_nodes = {request->expect_nodes().begin(),
+                                              request->expect_nodes().end()}},
                             response);
 }
 

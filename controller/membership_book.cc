@@ -43,11 +43,21 @@ absl::Status MembershipBook::LoadFirst(const JobId& job, Book& book) const {
   return absl::OkStatus();
 }
 
+bool MembershipBook::Asked(const Book& book, const std::string& name) const {
+  return std::any_of(book.askers.begin(), book.askers.end(),
+                     [&](const Asker& a) { return a.info.node_name == name; });
+}
+
+bool MembershipBook::NewNodesArrived(const Book& book) const {
+  return std::all_of(book.expected.begin(), book.expected.end(),
+                     [&](const std::string& name) { return Asked(book, name); });
+}
+
 bool MembershipBook::RoundFull(const Book& book) const {
+  if (!book.round_started.has_value()) return false;  // only new nodes asked so far
+  if (!book.expected.empty()) return NewNodesArrived(book);
   for (const Member& m : book.members) {
-    const bool asked = std::any_of(book.askers.begin(), book.askers.end(),
-                                   [&](const Asker& a) { return a.info.node_name == m.name; });
-    if (!asked) return false;
+    if (!Asked(book, m.name)) return false;
   }
   return true;
 }
@@ -86,7 +96,10 @@ int64_t MembershipBook::Regroup(const RegroupInfo& request, RegroupCallback done
           absl::StrFormat("%s asked twice for membership %d", who, book.version + 1));
     } else {
       ticket = next_ticket_++;
-      if (book.askers.empty()) book.round_started = absl::Now();
+      if (request.from_version >= 0 && !book.round_started.has_value()) {
+        book.round_started = absl::Now();
+      }
+      book.expected.insert(request.expect_nodes.begin(), request.expect_nodes.end());
       book.askers.push_back({ticket, request, std::move(done)});
       if (log_ != nullptr) {
         GRAVAC_LOG(*log_, kInfo, "%s (%d workers) asks for membership %d (%d of %d nodes asked)",
@@ -126,7 +139,12 @@ void MembershipBook::Tick(absl::Time now) {
   {
     absl::MutexLock lock(&mu_);
     for (auto& [job, book] : books_) {
-      if (!book.askers.empty() && now - book.round_started >= regroup_timeout_) {
+      if (book.askers.empty() || !book.round_started.has_value()) continue;
+      const absl::Duration waited = now - *book.round_started;
+      // Past regroup_timeout the members that did not ask are lost; named new nodes still
+      // starting get up to new_node_wait.
+      if (waited >= regroup_timeout_ &&
+          (NewNodesArrived(book) || waited >= std::max(regroup_timeout_, new_node_wait_))) {
         Complete(job, book, replies);
       }
     }
@@ -137,6 +155,8 @@ void MembershipBook::Tick(absl::Time now) {
 void MembershipBook::Complete(const JobId& job, Book& book, std::vector<Reply>& replies) {
   std::vector<Asker> askers = std::move(book.askers);
   book.askers.clear();
+  book.expected.clear();
+  book.round_started.reset();
   // Survivors in their old node order, then new nodes in arrival order.
   std::vector<const Asker*> order;
   std::vector<std::string> lost;

@@ -6,7 +6,16 @@
 // (Regroup, with the version they were in). A round for version v + 1 completes when every node
 // of version v asked, or `regroup_timeout` after the first asker: nodes of v that did not ask by
 // then are lost. New nodes (from_version -1) asking before the round completes are added after
-// the surviving ones (until max_size ranks). Nodes are numbered densely in the order of their
+// the surviving ones (until max_size ranks); a new node's ask alone neither starts a round nor its
+// clock (it waits for the members' next round: a job grows at a membership change, never by
+// dropping every member that did not hear of the new node).
+//
+// Host updates (gravacrun --host-discovery-script): members that ask with `expect_nodes` name
+// every node the next membership should hold. The round then completes as soon as all of those
+// asked: members not named (removed hosts) are not waited for, and named new nodes are waited for
+// past `regroup_timeout`, up to `new_node_wait` after the first member asked (a new node's workers
+// start while the members already regroup); a named member that does not ask is lost at
+// `regroup_timeout` as before. Nodes are numbered densely in the order of their
 // previous node rank, new ones after, and ranks follow node order (node-major), so ranks are
 // dense again. Version v + 1 runs as the job's run `RunIdOf(run_id, v + 1)`: a fresh
 // Coordinator, made here, whose decision epochs continue above the newest epoch of version v
@@ -28,6 +37,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -50,6 +60,7 @@ struct RegroupInfo {
   int64_t from_version = 0;  // -1: a new node
   int min_size = 0;          // 0 = 1
   int max_size = 0;          // 0 = no limit
+  std::vector<std::string> expect_nodes;  // after a host update: the next membership's nodes
 };
 
 struct MembershipInfo {
@@ -68,8 +79,9 @@ using RegroupCallback = std::function<void(absl::StatusOr<MembershipInfo>)>;
 class MembershipBook {
  public:
   // `jobs` must outlive the book.
-  MembershipBook(JobRegistry* jobs, absl::Duration regroup_timeout, Logger* log)
-      : jobs_(jobs), regroup_timeout_(regroup_timeout), log_(log) {}
+  MembershipBook(JobRegistry* jobs, absl::Duration regroup_timeout, Logger* log,
+                 absl::Duration new_node_wait = absl::Seconds(60))
+      : jobs_(jobs), regroup_timeout_(regroup_timeout), new_node_wait_(new_node_wait), log_(log) {}
 
   // The run id of membership `version` of a job whose first run is `base_run_id`.
   static std::string RunIdOf(const std::string& base_run_id, int64_t version);
@@ -96,7 +108,8 @@ class MembershipBook {
     int64_t version = 0;
     std::vector<Member> members;  // of `version`, by node rank
     std::vector<Asker> askers;    // the round for version + 1
-    absl::Time round_started;
+    std::set<std::string> expected;  // the union of the askers' expect_nodes
+    std::optional<absl::Time> round_started;  // when the first member (from_version >= 0) asked
     std::optional<absl::Status> failed;  // below min_size: the job ended
   };
   using Reply = std::pair<RegroupCallback, absl::StatusOr<MembershipInfo>>;
@@ -107,9 +120,13 @@ class MembershipBook {
   void Complete(const JobId& job, Book& book, std::vector<Reply>& replies)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool RoundFull(const Book& book) const;
+  bool Asked(const Book& book, const std::string& name) const;
+  // Every expected node that is not a member asked.
+  bool NewNodesArrived(const Book& book) const;
 
   JobRegistry* const jobs_;
   const absl::Duration regroup_timeout_;
+  const absl::Duration new_node_wait_;
   Logger* const log_;
   absl::Mutex mu_;
   int64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 1;

@@ -53,6 +53,7 @@ void RegroupDesk::Take(ipc::UniqueFd fd, const v1::Hello& hello) {
     slot->local_size = hello.local_size();
     slot->min_size = hello.min_size();
     slot->max_size = hello.max_size();
+    slot->expect_nodes.assign(hello.expect_nodes().begin(), hello.expect_nodes().end());
     slot->gather_until = absl::Now() + kLocalGather;
   }
   Group& g = *slot;
@@ -122,7 +123,8 @@ void RegroupDesk::Answer(Group& g) {
                                                           .local_count = local,
                                                           .from_version = g.from_version,
                                                           .min_size = g.min_size,
-                                                          .max_size = g.max_size});
+                                                          .max_size = g.max_size,
+                                                          .expect_nodes = g.expect_nodes});
   if (!m.ok()) {
     GRAVAC_LOG(*log_, kError, "node '%s': %s", options_.node_name, m.status().message());
     v1::DaemonMessage msg;

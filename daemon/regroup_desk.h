@@ -64,6 +64,7 @@ class RegroupDesk {
     int local_size = 0;
     int min_size = 0;
     int max_size = 0;
+    std::vector<std::string> expect_nodes;  // the first worker's (Hello.expect_nodes)
     std::vector<Worker> workers;
     absl::Time gather_until;
     bool started = false;

@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <tuple>
 
@@ -31,6 +32,7 @@
 #include "core/status.h"
 #include "netemu/cluster.h"
 #include "runner/child.h"
+#include "runner/host_discovery.h"
 #include "runner/hosts.h"
 #include "runner/job_certs.h"
 #include "runner/line_prefixer.h"
@@ -46,6 +48,11 @@ constexpr absl::Duration kFailureSettle = absl::Seconds(2);
 // Wait before restarting a controller that died; doubles with each restart, up to the maximum.
 constexpr absl::Duration kRestartDelay = absl::Milliseconds(250);
 constexpr absl::Duration kRestartDelayMax = absl::Seconds(4);
+// How often --host-discovery-script runs (Horovod's discovery period).
+constexpr absl::Duration kDiscoveryPeriod = absl::Seconds(1);
+// Emulated nodes (and node certificates) made for a discovery job without --max-np, beyond the
+// first hosts: the nodes it can grow by.
+constexpr int kSpareNodes = 4;
 
 enum class Role { kController, kDaemon, kWorker };
 
@@ -58,6 +65,7 @@ struct Proc {
         err(StrCat("[", name, "] ")) {}
   Role role;
   int index;         // node for a daemon, rank for a worker
+  int node = -1;     // the node it runs on (-1: none)
   std::string name;  // "rank 3", "gravacd 1", "controller"
   Child child;
   LinePrefixer out;
@@ -118,8 +126,20 @@ class Job {
     if (s.ok() && !Stopped() && WholeJob()) s = StartController();
     if (s.ok() && !Stopped() && WholeJob()) s = StartDaemons();
     if (s.ok() && !Stopped()) s = StartWorkers();
+    if (s.ok() && !Stopped() && Discovery()) s = WriteHostsUpdate();
+    discovering_ = s.ok() && Discovery();
     if (s.ok() && !Stopped()) {
-      Pump(absl::InfiniteFuture(), [&] { return Stopped() || AllDone(Role::kWorker); });
+      Pump(absl::InfiniteFuture(), [&] {
+        if (Stopped() || AllDone(Role::kWorker)) return true;
+        // Workers of a grown node still waiting for a membership when the others finished
+        // never get one: they are stopped after exit_grace.
+        return finished_at_.has_value() && absl::Now() >= *finished_at_ + options_.exit_grace;
+      });
+      if (!Stopped() && !AllDone(Role::kWorker)) {
+        Say(absl::StrFormat("the job's workers finished; stopping those still waiting to join "
+                            "(%s after the first finished)",
+                            absl::FormatDuration(options_.exit_grace)));
+      }
     }
     if (s.ok() && !Stopped() && Elastic()) {
       // The daemons of an elastic job serve memberships (--serve_jobs) and never exit by
@@ -155,6 +175,14 @@ class Job {
  private:
   bool Stopped() const { return failure_code_.has_value() || signal_ != 0; }
   bool Elastic() const { return options_.min_np > 0; }
+  bool Discovery() const { return !options_.host_discovery_script.empty(); }
+  // Nodes the emulated cluster and the certificates are made for (a discovery job grows into
+  // them).
+  int Capacity() const {
+    if (!Discovery()) return options_.nodes;
+    const int most = options_.max_np > 0 ? options_.max_np : options_.nodes + kSpareNodes;
+    return std::clamp(most, options_.nodes, netemu::kMaxNodes - 1);
+  }
   // False with --node: only that node's workers run here.
   bool WholeJob() const { return options_.node < 0; }
 
@@ -194,17 +222,18 @@ class Job {
       if (ec) return absl::InternalError(StrCat("--run_dir ", run_dir_, ": ", ec.message()));
     }
     if (!options_.hosts.empty()) RETURN_IF_ERROR(SetupHosts());
+    if (Discovery()) RETURN_IF_ERROR(DiscoverFirstHosts());
     if (options_.link.has_value()) {
       // The host link lets this machine reach the metrics served inside the namespaces.
-      const bool host_link = options_.metrics && options_.nodes < netemu::kHostLinkByte;
+      const bool host_link = options_.metrics && Capacity() < netemu::kHostLinkByte;
       absl::StatusOr<std::unique_ptr<netemu::Cluster>> cluster = netemu::Cluster::Create(
-          options_.nodes, *options_.link,
+          Capacity(), *options_.link,
           netemu::ClusterOptions{.name_prefix = "gravacrun", .host_link = host_link});
       if (!cluster.ok() && host_link) {
         // The job does not need the host link: without it, metrics are reached via ip netns exec.
         Say(StrCat("the emulated cluster's host link failed (", cluster.status().message(),
                    "); metrics are served inside the namespaces only"));
-        cluster = netemu::Cluster::Create(options_.nodes, *options_.link,
+        cluster = netemu::Cluster::Create(Capacity(), *options_.link,
                                           netemu::ClusterOptions{.name_prefix = "gravacrun"});
       }
       if (!cluster.ok()) {
@@ -213,7 +242,7 @@ class Job {
       }
       cluster_ = std::move(cluster).value();
       Say(absl::StrFormat("emulated cluster %s: %d nodes, links %.4g bit/s, delay %s",
-                          cluster_->name(), options_.nodes, options_.link->rate_bits_per_s,
+                          cluster_->name(), Capacity(), options_.link->rate_bits_per_s,
                           absl::FormatDuration(options_.link->delay)));
     }
     return absl::OkStatus();
@@ -265,6 +294,7 @@ class Job {
           .argv = SshArgv(options_.ssh, remote), .env = {}, .netns = "", .stdin_fd = stdin_fd};
     }
     auto proc = std::make_unique<Proc>(role, index, std::move(name));
+    proc->node = node;
     if (Remote(node)) proc->host = node_host_[node];
     absl::StatusOr<Child> child = Child::Start(co);
     if (!child.ok()) {
@@ -312,7 +342,7 @@ class Job {
     }
     tls_dir_ = tmpl;
     std::vector<std::string> names;
-    for (int n = 0; n < options_.nodes; ++n) names.push_back(NodeName(n));
+    for (int n = 0; n < Capacity(); ++n) names.push_back(NodeName(n));
     std::vector<std::string> hosts = controller_hosts;
     if (std::find(hosts.begin(), hosts.end(), "127.0.0.1") == hosts.end()) {
       hosts.emplace_back("127.0.0.1");
@@ -560,6 +590,33 @@ class Job {
     return args;
   }
 
+  // Node `node`'s gravacd command line; `first` for a node of membership 0 (a node a discovery
+  // job grows onto learns its node rank from its workers' placement).
+  std::vector<std::string> DaemonArgv(int n, const std::string& socket,
+                                      const std::string& metrics_file, bool first) {
+    const bool remote = Remote(n);
+    std::vector<std::string> argv = {remote ? node_probe_[n].gravacd : options_.gravacd_path,
+                                     StrCat("--controller=", ControllerFor(n)),
+                                     StrCat("--socket=", socket),
+                                     StrCat("--local_size=", layout_[n].local_size),
+                                     StrCat("--node_name=", NodeName(n))};
+    if (first) {
+      argv.push_back(StrCat("--node_rank=", n));
+      argv.push_back(StrCat("--nodes=", options_.nodes));
+    }
+    if (!options_.job.name.empty()) argv.push_back(StrCat("--job_name=", options_.job.name));
+    if (!options_.job.run_id.empty()) argv.push_back(StrCat("--run_id=", options_.job.run_id));
+    if (Elastic()) argv.push_back("--serve_jobs");  // one session per membership
+    std::vector<std::string> security = SecurityArgs(tls_.node_cert, tls_.node_key, n, remote);
+    argv.insert(argv.end(), security.begin(), security.end());
+    std::vector<std::string> metrics =
+        MetricsArgs(remote ? "0.0.0.0" : DaemonHost(n), metrics_file);
+    argv.insert(argv.end(), metrics.begin(), metrics.end());
+    std::vector<std::string> extra = DaemonArgs(n);
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return argv;
+  }
+
   absl::Status StartDaemons() {
     layout_ = Layout();
     std::vector<std::string> sockets;
@@ -571,23 +628,7 @@ class Job {
       metrics_files.push_back(
           StrCat(remote ? RemoteDir(n) : run_dir_, "/gravacd-", n, ".metrics.port"));
       if (!remote) std::filesystem::remove(sockets.back());
-      std::vector<std::string> argv = {remote ? node_probe_[n].gravacd : options_.gravacd_path,
-                                       StrCat("--controller=", ControllerFor(n)),
-                                       StrCat("--socket=", sockets.back()),
-                                       StrCat("--local_size=", layout_[n].local_size),
-                                       StrCat("--node_name=", NodeName(n)),
-                                       StrCat("--node_rank=", n),
-                                       StrCat("--nodes=", options_.nodes)};
-      if (!options_.job.name.empty()) argv.push_back(StrCat("--job_name=", options_.job.name));
-      if (!options_.job.run_id.empty()) argv.push_back(StrCat("--run_id=", options_.job.run_id));
-      if (Elastic()) argv.push_back("--serve_jobs");  // one session per membership
-      std::vector<std::string> security = SecurityArgs(tls_.node_cert, tls_.node_key, n, remote);
-      argv.insert(argv.end(), security.begin(), security.end());
-      std::vector<std::string> metrics =
-          MetricsArgs(remote ? "0.0.0.0" : DaemonHost(n), metrics_files.back());
-      argv.insert(argv.end(), metrics.begin(), metrics.end());
-      std::vector<std::string> extra = DaemonArgs(n);
-      argv.insert(argv.end(), extra.begin(), extra.end());
+      std::vector<std::string> argv = DaemonArgv(n, sockets.back(), metrics_files.back(), true);
       std::vector<std::string> ready;
       if (remote) ready = {sockets.back()};
       if (remote && options_.metrics) ready.push_back(metrics_files.back());
@@ -666,22 +707,324 @@ class Job {
             {"GRAVAC_NODE_RANK", StrCat(n)},      {"GRAVAC_NODES", StrCat(options_.nodes)},
             {"GRAVAC_DAEMON_SOCKET", socket}};
         if (!controller.empty()) env.emplace_back("GRAVAC_CONTROLLER", controller);
-        if (!options_.job.name.empty()) env.emplace_back("GRAVAC_JOB_NAME", options_.job.name);
-        if (!options_.job.run_id.empty()) env.emplace_back("GRAVAC_RUN_ID", options_.job.run_id);
-        if (Elastic()) {
-          env.emplace_back("GRAVAC_ELASTIC", "1");
-          env.emplace_back("GRAVAC_MIN_NP", StrCat(options_.min_np));
-          env.emplace_back("GRAVAC_MAX_NP", StrCat(options_.max_np));
-        }
-        if (!tls_.ca.empty() && !Remote(n)) {  // gravacctl from a rank reaches the controller
-          env.emplace_back("GRAVAC_TLS_CA", tls_.ca);
-          env.emplace_back("GRAVAC_TLS_CERT", tls_.client_cert);
-          env.emplace_back("GRAVAC_TLS_KEY", tls_.client_key);
-        }
+        AddWorkerEnv(n, env);
         RETURN_IF_ERROR(
             Start(Role::kWorker, rank, StrCat("rank ", rank), options_.command, env, n).status());
       }
     }
+    return absl::OkStatus();
+  }
+
+  // The job-wide part of a worker's environment on node `n`.
+  void AddWorkerEnv(int n, std::vector<std::pair<std::string, std::string>>& env) const {
+    if (!options_.job.name.empty()) env.emplace_back("GRAVAC_JOB_NAME", options_.job.name);
+    if (!options_.job.run_id.empty()) env.emplace_back("GRAVAC_RUN_ID", options_.job.run_id);
+    if (Elastic()) {
+      env.emplace_back("GRAVAC_ELASTIC", "1");
+      env.emplace_back("GRAVAC_MIN_NP", StrCat(options_.min_np));
+      env.emplace_back("GRAVAC_MAX_NP", StrCat(options_.max_np));
+      env.emplace_back("GRAVAC_NODE_NAME", NodeName(n));
+      if (options_.reset_limit > 0) {
+        env.emplace_back("GRAVAC_RESET_LIMIT", StrCat(options_.reset_limit));
+      }
+    }
+    if (Discovery()) env.emplace_back("GRAVAC_HOSTS_UPDATE_FILE", HostsUpdateFile());
+    if (!tls_.ca.empty() && !Remote(n)) {  // gravacctl from a rank reaches the controller
+      env.emplace_back("GRAVAC_TLS_CA", tls_.ca);
+      env.emplace_back("GRAVAC_TLS_CERT", tls_.client_cert);
+      env.emplace_back("GRAVAC_TLS_KEY", tls_.client_key);
+    }
+  }
+
+  // ---- Host discovery (--host-discovery-script) ----
+
+  bool Removed(int node) const {
+    return node >= 0 && static_cast<size_t>(node) < host_nodes_.size() &&
+           host_nodes_[node].state == HostNode::State::kRemoved;
+  }
+  std::string HostsUpdateFile() const { return StrCat(run_dir_, "/hosts_update"); }
+
+  // The first hosts: the script's first good output holding -np ranks (retried once a second up
+  // to start_timeout while it holds fewer; bad output fails at once). Sets nodes and layout.
+  absl::Status DiscoverFirstHosts() {
+    discovery_ = std::make_unique<HostDiscovery>(options_.host_discovery_script, options_.slots,
+                                                 options_.host_discovery_timeout);
+    const absl::Time deadline = absl::Now() + options_.start_timeout;
+    bool said = false;
+    while (true) {
+      absl::StatusOr<std::vector<HostSlots>> hosts = discovery_->RunOnce();
+      if (!hosts.ok()) {
+        return absl::Status(hosts.status().code(),
+                            StrCat("the first host discovery failed: ", hosts.status().message()));
+      }
+      int slots = 0;
+      for (const HostSlots& h : *hosts) slots += h.slots;
+      if (slots >= options_.np) {
+        std::vector<HostSlots> used = *hosts;
+        ASSIGN_OR_RETURN(std::vector<int> ranks, FillHosts(&used, options_.np));
+        options_.nodes = static_cast<int>(used.size());
+        options_.layout.clear();
+        int first = 0;
+        std::vector<std::string> where;
+        for (size_t i = 0; i < used.size(); ++i) {
+          options_.layout.push_back({first, ranks[i]});
+          first += ranks[i];
+          host_nodes_.push_back({.host = used[i].host,
+                                 .slots = ranks[i],
+                                 .state = HostNode::State::kRunning,
+                                 .started = absl::Now(),
+                                 .daemon_stopped = false});
+          where.push_back(absl::StrFormat("%s -> %s (%d ranks)", used[i].host, NodeName(i),
+                                          ranks[i]));
+        }
+        Say(StrCat("host discovery: starting on ", absl::StrJoin(where, ", ")));
+        return absl::OkStatus();
+      }
+      if (absl::Now() >= deadline) {
+        return absl::DeadlineExceededError(absl::StrFormat(
+            "--host-discovery-script %s printed %d slots, fewer than -np %d, for %s "
+            "(--start_timeout_s)",
+            options_.host_discovery_script, slots, options_.np,
+            absl::FormatDuration(options_.start_timeout)));
+      }
+      if (!said) {
+        Say(absl::StrFormat("host discovery: %d slots, waiting for -np %d", slots, options_.np));
+        said = true;
+      }
+      Pump(absl::Now() + kDiscoveryPeriod, [&] { return Stopped(); });
+      if (Stopped()) return absl::OkStatus();
+    }
+  }
+
+  // One step of discovery, from Pump: runs the script once a second, applies good output,
+  // starts the workers of nodes whose daemon is up and stops the daemons of removed nodes.
+  void DriveDiscovery() {
+    const absl::Time now = absl::Now();
+    if (!discovery_->running()) {
+      if (now >= next_discovery_) {
+        next_discovery_ = now + kDiscoveryPeriod;
+        if (absl::Status s = discovery_->Start(now); !s.ok()) DiscoveryFailed(s);
+      }
+    } else if (auto result = discovery_->Poll(now)) {
+      if (result->ok()) {
+        ApplyHosts(**result);
+      } else {
+        DiscoveryFailed(result->status());
+      }
+    }
+    AdvanceNodes(now);
+  }
+
+  // A bad run keeps the last good hosts (Horovod's behaviour); each new error is said once.
+  void DiscoveryFailed(const absl::Status& why) {
+    if (why.message() == last_discovery_error_) return;
+    last_discovery_error_ = std::string(why.message());
+    Say(StrCat("host discovery: ", why.message(), "; keeping the last good hosts (retried every ",
+               absl::FormatDuration(kDiscoveryPeriod), ")"));
+  }
+
+  int ActiveRanks() const {
+    int ranks = 0;
+    for (const HostNode& h : host_nodes_) {
+      if (h.state != HostNode::State::kRemoved) ranks += h.slots;
+    }
+    return ranks;
+  }
+
+  void ApplyHosts(const std::vector<HostSlots>& hosts) {
+    if (!last_discovery_error_.empty()) {
+      Say("host discovery: the script's output is good again");
+      last_discovery_error_.clear();
+    }
+    auto listed = [&](const std::string& host) {
+      return std::any_of(hosts.begin(), hosts.end(),
+                         [&](const HostSlots& h) { return h.host == host; });
+    };
+    bool changed = false;
+    for (size_t n = 0; n < host_nodes_.size(); ++n) {
+      HostNode& node = host_nodes_[n];
+      if (node.state == HostNode::State::kRemoved || listed(node.host)) continue;
+      const bool was_running = node.state == HostNode::State::kRunning;
+      node.state = HostNode::State::kRemoved;
+      Say(absl::StrFormat("host discovery: host %s (%s) is gone; %s", node.host, NodeName(n),
+                          was_running ? "it leaves the job at the next commit"
+                                      : "stopping it (it had not joined yet)"));
+      if (was_running) {
+        changed = true;
+      } else {
+        for (auto& p : procs_) {
+          if (p->node == static_cast<int>(n) && p->role != Role::kController && !p->done) {
+            p->child.SignalGroup(SIGTERM);
+          }
+        }
+        node.daemon_stopped = true;
+      }
+    }
+    for (auto it = refused_hosts_.begin(); it != refused_hosts_.end();) {
+      it = listed(*it) ? std::next(it) : refused_hosts_.erase(it);
+    }
+    for (const HostSlots& h : hosts) {
+      const bool active = std::any_of(host_nodes_.begin(), host_nodes_.end(), [&](const auto& n) {
+        return n.host == h.host && n.state != HostNode::State::kRemoved;
+      });
+      if (active || refused_hosts_.count(h.host) > 0) continue;
+      std::string refused;
+      if (options_.max_np > 0 && ActiveRanks() + h.slots > options_.max_np) {
+        refused = absl::StrFormat("the job would have %d ranks, above --max-np %d",
+                                  ActiveRanks() + h.slots, options_.max_np);
+      } else if (static_cast<int>(host_nodes_.size()) >= Capacity()) {
+        refused = absl::StrFormat("the %d nodes made for this job are used (--max-np sets how "
+                                  "many)",
+                                  Capacity());
+      } else if (absl::Status s = StartNode(h); !s.ok()) {
+        refused = std::string(s.message());
+      }
+      if (!refused.empty()) {
+        Say(StrCat("host discovery: host ", h.host, " not added: ", refused));
+        refused_hosts_.insert(h.host);
+      }
+    }
+    if (changed) {
+      if (absl::Status s = WriteHostsUpdate(); !s.ok()) Say(StrCat("host discovery: ", s.message()));
+    }
+  }
+
+  // Starts a discovered host's gravacd (its workers follow once it listens: AdvanceNodes).
+  absl::Status StartNode(const HostSlots& h) {
+    const int n = static_cast<int>(host_nodes_.size());
+    host_nodes_.push_back({.host = h.host,
+                           .slots = h.slots,
+                           .state = HostNode::State::kStarting,
+                           .started = absl::Now(),
+                           .daemon_stopped = false});
+    layout_.push_back({0, h.slots});
+    const std::string socket = DaemonSocket(n);
+    std::filesystem::remove(socket);
+    Say(absl::StrFormat("host discovery: host %s appeared; starting %s (%d ranks)%s", h.host,
+                        NodeName(n), h.slots,
+                        cluster_ ? StrCat(" in netns ", cluster_->node_namespace(n)) : ""));
+    absl::StatusOr<Proc*> d = Start(Role::kDaemon, n, StrCat("gravacd ", n),
+                                    DaemonArgv(n, socket, DaemonMetricsFile(n), false), {}, n);
+    if (!d.ok()) {
+      host_nodes_[n].state = HostNode::State::kRemoved;
+      host_nodes_[n].daemon_stopped = true;
+      return d.status();
+    }
+    return absl::OkStatus();
+  }
+
+  std::string DaemonMetricsFile(int n) const { return StrCat(run_dir_, "/gravacd-", n, ".metrics.port"); }
+
+  // Nodes whose daemon now listens get their workers (and the update that lets the job grow onto
+  // them); removed nodes whose workers left get their daemon stopped.
+  void AdvanceNodes(absl::Time now) {
+    bool changed = false;
+    for (size_t i = 0; i < host_nodes_.size(); ++i) {
+      const int n = static_cast<int>(i);
+      HostNode& node = host_nodes_[i];
+      if (node.state == HostNode::State::kStarting) {
+        const Proc* daemon = nullptr;
+        for (auto& p : procs_) {
+          if (p->role == Role::kDaemon && p->node == n) daemon = p.get();
+        }
+        const int metrics_port = options_.metrics ? ReadPort(DaemonMetricsFile(n)) : 0;
+        const bool ready = std::filesystem::exists(DaemonSocket(n)) &&
+                           (!options_.metrics || metrics_port > 0);
+        if (daemon == nullptr || daemon->done || (!ready && now > node.started + options_.start_timeout)) {
+          Say(absl::StrFormat("host discovery: %s of host %s %s; the host is not added",
+                              daemon == nullptr ? "gravacd" : daemon->name, node.host,
+                              daemon != nullptr && daemon->done ? DescribeExit(*daemon)
+                                                               : "did not open its socket"));
+          for (auto& p : procs_) {
+            if (p->node == n && p->role != Role::kController && !p->done) {
+              p->child.SignalGroup(SIGTERM);
+            }
+          }
+          node.state = HostNode::State::kRemoved;
+          node.daemon_stopped = true;
+          continue;
+        }
+        if (!ready) continue;
+        if (options_.metrics) {
+          AddMetricsTarget(
+              {.job = kDaemonJob, .node = n, .host = DaemonHost(n), .port = metrics_port, .netns = ""});
+        }
+        if (absl::Status s = StartJoiningWorkers(n); !s.ok()) {
+          Say(StrCat("host discovery: starting the workers of ", NodeName(n), ": ", s.message()));
+        }
+        node.state = HostNode::State::kRunning;
+        changed = true;
+      } else if (node.state == HostNode::State::kRemoved && !node.daemon_stopped) {
+        const bool workers_left = std::all_of(procs_.begin(), procs_.end(), [&](const auto& p) {
+          return p->role != Role::kWorker || p->node != n || p->done;
+        });
+        if (!workers_left) continue;
+        for (auto& p : procs_) {
+          if (p->node == n && p->role != Role::kController && !p->done) {
+            p->child.SignalGroup(SIGTERM);
+          }
+        }
+        node.daemon_stopped = true;
+      }
+    }
+    if (changed) {
+      if (absl::Status s = WriteHostsUpdate(); !s.ok()) Say(StrCat("host discovery: ", s.message()));
+    }
+  }
+
+  // The workers of a node the job grows onto: they ask for their place (membership -1) in
+  // hvd.init() and get it when the running workers regroup at their next commit.
+  absl::Status StartJoiningWorkers(int n) {
+    const int slots = layout_[n].local_size;
+    for (int local = 0; local < slots; ++local) {
+      std::vector<std::pair<std::string, std::string>> env = {
+          {"GRAVAC_RANK", StrCat(local)},       {"GRAVAC_SIZE", StrCat(slots)},
+          {"GRAVAC_LOCAL_RANK", StrCat(local)}, {"GRAVAC_LOCAL_SIZE", StrCat(slots)},
+          {"GRAVAC_NODE_RANK", "0"},            {"GRAVAC_NODES", "1"},
+          {"GRAVAC_DAEMON_SOCKET", DaemonSocket(n)},
+          {"GRAVAC_MEMBERSHIP_VERSION", "-1"},  {"GRAVAC_FIRST_RUN_ID", options_.job.run_id}};
+      env.emplace_back("GRAVAC_CONTROLLER", ControllerFor(n));
+      AddWorkerEnv(n, env);
+      RETURN_IF_ERROR(Start(Role::kWorker, -1, absl::StrFormat("%s local %d", NodeName(n), local),
+                            options_.command, env, n)
+                          .status());
+    }
+    return absl::OkStatus();
+  }
+
+  // Tells the running workers the nodes the job should now have (read by rank 0 at each commit:
+  // gravac.common.elastic): "serial N", "nodes a,b,...", "added ...", "removed ..." lines, written
+  // atomically.
+  absl::Status WriteHostsUpdate() {
+    std::vector<std::string> nodes;
+    for (size_t n = 0; n < host_nodes_.size(); ++n) {
+      if (host_nodes_[n].state == HostNode::State::kRunning) nodes.push_back(NodeName(n));
+    }
+    std::vector<std::string> added, removed;
+    for (const std::string& n : nodes) {
+      if (std::find(written_nodes_.begin(), written_nodes_.end(), n) == written_nodes_.end()) {
+        added.push_back(n);
+      }
+    }
+    for (const std::string& n : written_nodes_) {
+      if (std::find(nodes.begin(), nodes.end(), n) == nodes.end()) removed.push_back(n);
+    }
+    const int serial = wrote_hosts_ ? hosts_serial_ + 1 : 0;  // 0: the first hosts
+    RETURN_IF_ERROR(WriteFileAtomically(
+        HostsUpdateFile(),
+        absl::StrFormat("serial %d\nnodes %s\nadded %s\nremoved %s\n", serial,
+                        absl::StrJoin(nodes, ","), absl::StrJoin(added, ","),
+                        absl::StrJoin(removed, ","))));
+    if (serial > 0) {
+      Say(absl::StrFormat("hosts updated (%d): nodes %s (added: %s; removed: %s); the job "
+                          "regroups at its next commit",
+                          serial, absl::StrJoin(nodes, ", "),
+                          added.empty() ? "none" : absl::StrJoin(added, ", "),
+                          removed.empty() ? "none" : absl::StrJoin(removed, ", ")));
+    }
+    hosts_serial_ = serial;
+    wrote_hosts_ = true;
+    written_nodes_ = std::move(nodes);
     return absl::OkStatus();
   }
 
@@ -700,6 +1043,7 @@ class Job {
         }
       }
       CheckRestartedController();
+      if (discovering_ && !stopping_ && !Stopped() && !finished_at_.has_value()) DriveDiscovery();
       if (until()) return true;
       const absl::Time now = absl::Now();
       if (now >= deadline) return false;
@@ -779,6 +1123,14 @@ class Job {
                           "again",
                           controller_restarts_));
     }
+    if (p.role != Role::kController && Removed(p.node)) {  // a host the discovery script dropped: its processes leave
+      Say(StrCat(p.name, " (host ", host_nodes_[p.node].host, ", removed) ", DescribeExit(p)));
+      return;
+    }
+    if (Elastic() && p.role == Role::kWorker && p.child.exit_code() == 0 &&
+        !finished_at_.has_value()) {
+      finished_at_ = absl::Now();
+    }
     if (stopping_ || p.child.exit_code() == 0) return;
     if (Elastic() && p.child.killed_by_signal() && p.role != Role::kController) {
       // A lost node of an elastic job: its survivors regroup without it (docs/ELASTIC.md).
@@ -855,7 +1207,7 @@ class Job {
     mask_set_ = false;
   }
 
-  const RunnerOptions& options_;
+  RunnerOptions options_;  // a copy: host discovery sets np, nodes and layout
   const LaunchIo io_;
   sigset_t old_mask_;
   bool mask_set_ = false;
@@ -880,6 +1232,26 @@ class Job {
   Proc* awaiting_controller_ = nullptr;      // restarted, not yet listening
   std::vector<MetricsTarget> metrics_targets_;
   std::optional<int> failure_code_;
+  // Host discovery (launcher.h): the hosts by node index, the script runner, the last update file
+  // written, and when the first worker finished (the job's end: discovery stops).
+  struct HostNode {
+    enum class State { kStarting, kRunning, kRemoved };
+    std::string host;
+    int slots = 0;
+    State state = State::kRunning;
+    absl::Time started;
+    bool daemon_stopped = false;
+  };
+  std::vector<HostNode> host_nodes_;
+  std::unique_ptr<HostDiscovery> discovery_;
+  bool discovering_ = false;
+  absl::Time next_discovery_;
+  std::string last_discovery_error_;
+  std::set<std::string> refused_hosts_;
+  int hosts_serial_ = 0;
+  bool wrote_hosts_ = false;
+  std::vector<std::string> written_nodes_;
+  std::optional<absl::Time> finished_at_;
   int signal_ = 0;         // the first SIGINT/SIGTERM/SIGHUP received
   bool stopping_ = false;  // children were signalled: their exits are not failures
   bool torn_down_ = false;

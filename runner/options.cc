@@ -1,6 +1,9 @@
 #include "runner/options.h"
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -82,6 +85,21 @@ constexpr SettingSpec kOwnSettings[] = {
     {"regroup_timeout_s", "", "0",
      "elastic job: a node that did not ask for the next membership this long after the first "
      "did is lost (the controller's regroup_timeout_s; 0 = its default, 10 s)",
+     SettingType::kDouble},
+    {"host_discovery_script", "", "",
+     "elastic job: a program printing the hosts to run on, one a line, 'host' or 'host:slots' "
+     "(Horovod's); run about once a second: hosts that appear get a node (gravacd and workers, "
+     "an emulated node with --link) and the job grows onto them at its next commit; hosts that "
+     "disappear leave at the next commit. The job starts on the first hosts printed that hold "
+     "-np ranks; --min-np defaults to -np"},
+    {"slots", "", "1", "with --host-discovery-script: ranks on a host printed without ':slots'",
+     SettingType::kInt},
+    {"reset_limit", "", "0",
+     "elastic job: a worker resets (after a failure or a host update) at most this often; the "
+     "next time the job ends (Horovod's --reset-limit; 0 = no limit)",
+     SettingType::kInt},
+    {"host_discovery_timeout_s", "", "10",
+     "a --host-discovery-script run that takes longer is killed (the last good hosts stay)",
      SettingType::kDouble},
 };
 
@@ -471,6 +489,40 @@ absl::StatusOr<RunnerOptions> ParseRunnerArgs(absl::Span<const char* const> args
     return absl::InvalidArgumentError(
         "--min-np: an elastic job needs the whole job under this gravacrun (not --node)");
   }
+  ASSIGN_OR_RETURN(options.host_discovery_script, s.GetString("host_discovery_script"));
+  ASSIGN_OR_RETURN(int64_t slots, s.GetInt("slots"));
+  if (slots < 1 || slots > 65536) {
+    return absl::InvalidArgumentError(absl::StrFormat("--slots must be 1..65536, got %d", slots));
+  }
+  options.slots = static_cast<int>(slots);
+  ASSIGN_OR_RETURN(options.host_discovery_timeout, Seconds(s, "host_discovery_timeout_s"));
+  if (!options.host_discovery_script.empty()) {
+    if (!options.hosts.empty() || options.node >= 0 || nodes != 1) {
+      return absl::InvalidArgumentError(
+          "--host-discovery-script gives the job's hosts: --hosts/--hostfile, --nodes and --node "
+          "do not apply (each host printed is one node; --link emulates them here)");
+    }
+    const std::string& script = options.host_discovery_script;
+    if (access(script.c_str(), X_OK) != 0 || std::filesystem::is_directory(script)) {
+      return absl::InvalidArgumentError(StrCat(
+          "--host-discovery-script ", script, ": not an executable file (",
+          access(script.c_str(), F_OK) != 0 ? "not found" : "chmod +x it", ")"));
+    }
+    options.host_discovery_script = std::filesystem::absolute(script).string();
+    if (options.host_discovery_timeout <= absl::ZeroDuration()) {
+      return absl::InvalidArgumentError("--host_discovery_timeout_s must be > 0");
+    }
+    if (min_np == 0) min_np = options.np;  // Horovod's default
+  }
+  ASSIGN_OR_RETURN(int64_t reset_limit, s.GetInt("reset_limit"));
+  if (reset_limit < 0 || reset_limit > 1 << 20) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--reset-limit must be >= 0 (0 = no limit), got %d", reset_limit));
+  }
+  if (reset_limit > 0 && min_np == 0) {
+    return absl::InvalidArgumentError("--reset-limit needs --min-np (an elastic job)");
+  }
+  options.reset_limit = static_cast<int>(reset_limit);
   options.min_np = static_cast<int>(min_np);
   options.max_np = static_cast<int>(max_np);
   ASSIGN_OR_RETURN(options.regroup_timeout, Seconds(s, "regroup_timeout_s"));

@@ -91,6 +91,12 @@ struct RunnerOptions {
   int min_np = 0;
   int max_np = 0;
   absl::Duration regroup_timeout = absl::ZeroDuration();
+  // Growing and shrinking by host discovery (runner/host_discovery.h; launcher.h): the script's
+  // absolute path ("" = none), the slots of a host printed without any, a run's time limit.
+  std::string host_discovery_script;
+  int slots = 1;
+  int reset_limit = 0;  // GRAVAC_RESET_LIMIT for the workers (0 = none)
+  absl::Duration host_discovery_timeout = absl::Seconds(10);
 };
 
 // The settings table of gravacrun (for --help and parsing).

@@ -9,6 +9,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "client/src/client.h"
 #include "client/src/device_staging.h"
 #include "client/src/regroup.h"
@@ -218,8 +219,8 @@ gravac_status gravac_init_with_config(const gravac_config* config, gravac_contex
 }
 
 gravac_status gravac_regroup(const char* first_run_id, int64_t from_version, int min_size,
-                             int max_size, double timeout_s, gravac_placement* out, char* error,
-                             size_t error_size) {
+                             int max_size, const char* expect_nodes, double timeout_s,
+                             gravac_placement* out, char* error, size_t error_size) {
   if (out == nullptr) {
     CopyError(absl::InvalidArgumentError("out is NULL"), error, error_size);
     return GRAVAC_ERR_INVALID;
@@ -231,9 +232,15 @@ gravac_status gravac_regroup(const char* first_run_id, int64_t from_version, int
     return FromStatus(config.status());
   }
   config->run_id = first_run_id != nullptr ? first_run_id : "";
-  gravac::client::RegroupRequest request{.from_version = from_version,
-                                         .min_size = min_size,
-                                         .max_size = max_size};
+  gravac::client::RegroupRequest request;
+  request.from_version = from_version;
+  request.min_size = min_size;
+  request.max_size = max_size;
+  if (expect_nodes != nullptr) {
+    for (absl::string_view n : absl::StrSplit(expect_nodes, ',', absl::SkipEmpty())) {
+      request.expect_nodes.emplace_back(n);
+    }
+  }
   if (timeout_s > 0) request.timeout = absl::Seconds(timeout_s);
   absl::StatusOr<gravac::v1::Placement> p = gravac::client::Regroup(*config, request);
   if (!p.ok()) {

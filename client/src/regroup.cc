@@ -30,6 +30,7 @@ absl::StatusOr<v1::Placement> Regroup(const ClientConfig& config, const RegroupR
   h->set_from_version(request.from_version);
   h->set_min_size(request.min_size);
   h->set_max_size(request.max_size);
+  for (const std::string& n : request.expect_nodes) h->add_expect_nodes(n);
   h->set_local_rank(config.local_rank);
   h->set_local_size(config.local_size);
   h->set_rank(config.rank);

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -23,6 +24,8 @@ struct RegroupRequest {
   int64_t from_version = 0;  // -1: a worker of a new node
   int min_size = 0;          // gravacrun --min-np; 0 = 1
   int max_size = 0;          // gravacrun --max-np; 0 = no limit
+  // After a host update: every node the next membership should hold (Hello.expect_nodes).
+  std::vector<std::string> expect_nodes;
   absl::Duration timeout = absl::Seconds(300);
 };
 

@@ -454,6 +454,7 @@ absl::StatusOr<MembershipResult> ControllerClient::Impl::Regroup(const RegroupAs
   request.set_from_version(ask.from_version);
   request.set_min_size(ask.min_size);
   request.set_max_size(ask.max_size);
+  for (const std::string& n : ask.expect_nodes) request.add_expect_nodes(n);
   const absl::Time deadline = absl::Now() + options_.join_timeout;
   absl::Duration backoff = options_.reconnect_initial;
   while (true) {

@@ -94,6 +94,7 @@ struct RegroupAsk {
   int64_t from_version = 0;  // -1: a new node
   int min_size = 0;
   int max_size = 0;
+  std::vector<std::string> expect_nodes;  // after a host update: the next membership's nodes
 };
 
 // This node's place in the new membership.

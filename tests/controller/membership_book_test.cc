@@ -49,7 +49,7 @@ class MembershipBookTest : public ::testing::Test {
   }
 
   Answer* Ask(const std::string& node, int local, int64_t from, int min_size = 0,
-              int max_size = 0) {
+              int max_size = 0, std::vector<std::string> expect = {}) {
     answers_.push_back(std::make_unique<Answer>());
     Answer* a = answers_.back().get();
     book_->Regroup({.job = kJob,
@@ -57,7 +57,8 @@ class MembershipBookTest : public ::testing::Test {
                     .local_count = local,
                     .from_version = from,
                     .min_size = min_size,
-                    .max_size = max_size},
+                    .max_size = max_size,
+                    .expect_nodes = std::move(expect)},
                    [a](absl::StatusOr<MembershipInfo> m) { a->result = std::move(m); });
     return a;
   }
@@ -174,6 +175,63 @@ TEST_F(MembershipBookTest, NewNodesJoinAfterTheSurvivorsUpToMaxSize) {
   EXPECT_EQ((*n5->result)->nodes[2].first_rank, 2);
   EXPECT_THAT(n6->result->status(),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("--max-np")));
+}
+
+TEST_F(MembershipBookTest, NewNodeAloneWaitsForTheMembersInsteadOfDroppingThem) {
+  AssembleFirst(2, 1);
+  Answer* n2 = Ask("n2", 1, -1);
+  PassTimeout();  // no member asked: no round, no lost members
+  EXPECT_FALSE(n2->result.has_value());
+  Answer* a0 = Ask("n0", 1, 0);
+  Answer* a1 = Ask("n1", 1, 0);
+  ASSERT_TRUE(a0->result.has_value() && a1->result.has_value() && n2->result.has_value());
+  ASSERT_THAT(n2->result->status(), IsOk());
+  EXPECT_EQ((*n2->result)->world_size, 3);
+  EXPECT_THAT((*n2->result)->lost_nodes, ::testing::IsEmpty());
+  EXPECT_THAT((*n2->result)->added_nodes, ElementsAre("n2"));
+}
+
+TEST_F(MembershipBookTest, HostUpdateWaitsForTheExpectedNewNodePastTheTimeout) {
+  AssembleFirst(2, 1);
+  const std::vector<std::string> grown = {"n0", "n1", "n2"};
+  Answer* a0 = Ask("n0", 1, 0, 0, 0, grown);
+  Answer* a1 = Ask("n1", 1, 0, 0, 0, grown);
+  EXPECT_FALSE(a0->result.has_value());  // every member asked, but n2 is still starting
+  PassTimeout();                         // past regroup_timeout, within new_node_wait
+  EXPECT_FALSE(a0->result.has_value());
+  Answer* n2 = Ask("n2", 2, -1);
+  ASSERT_TRUE(a0->result.has_value() && a1->result.has_value() && n2->result.has_value());
+  ASSERT_THAT(a1->result->status(), IsOk());
+  EXPECT_EQ((*a1->result)->version, 1);
+  EXPECT_EQ((*a1->result)->world_size, 4);
+  EXPECT_EQ((*n2->result)->node_rank, 2);
+  EXPECT_EQ((*n2->result)->nodes[2].first_rank, 2);
+}
+
+TEST_F(MembershipBookTest, HostUpdateGivesUpOnAnExpectedNodeAfterTheNewNodeWait) {
+  book_ = std::make_unique<MembershipBook>(jobs_.get(), kTimeout, nullptr, absl::Seconds(20));
+  AssembleFirst(2, 1);
+  Answer* a0 = Ask("n0", 1, 0, 0, 0, {"n0", "n1", "n9"});
+  Answer* a1 = Ask("n1", 1, 0, 0, 0, {"n0", "n1", "n9"});
+  PassTimeout();
+  EXPECT_FALSE(a0->result.has_value());
+  book_->Tick(absl::Now() + absl::Seconds(21));
+  ASSERT_TRUE(a0->result.has_value() && a1->result.has_value());
+  ASSERT_THAT(a0->result->status(), IsOk());
+  EXPECT_EQ((*a0->result)->world_size, 2);  // the same nodes, one membership further
+  EXPECT_THAT((*a0->result)->added_nodes, ::testing::IsEmpty());
+}
+
+TEST_F(MembershipBookTest, RemovedHostIsNotWaitedFor) {
+  AssembleFirst(3, 1);
+  Answer* a0 = Ask("n0", 1, 0, 0, 0, {"n0", "n2"});
+  EXPECT_FALSE(a0->result.has_value());
+  Answer* a2 = Ask("n2", 1, 0, 0, 0, {"n0", "n2"});
+  ASSERT_TRUE(a0->result.has_value() && a2->result.has_value());  // at once: n1 was removed
+  ASSERT_THAT(a2->result->status(), IsOk());
+  EXPECT_EQ((*a2->result)->world_size, 2);
+  EXPECT_EQ((*a2->result)->node_rank, 1);
+  EXPECT_THAT((*a2->result)->lost_nodes, ElementsAre("n1"));
 }
 
 TEST_F(MembershipBookTest, BadAsksAreRefusedAtOnce) {

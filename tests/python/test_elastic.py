@@ -265,6 +265,29 @@ def test_run_resets_without_restore_after_hosts_updated():
     state.commit()
 
 
+def test_reset_limit_ends_the_loop_at_the_next_interruption(monkeypatch):
+    monkeypatch.setenv("GRAVAC_RESET_LIMIT", "1")
+    state = hvd.elastic.ObjectState(hvd.broadcast_object, hvd.rank, step=0)
+    calls = []
+
+    @hvd.elastic.run
+    def train(state):
+        calls.append(state.step)
+        state.step += 1
+        state.commit()
+        raise HorovodInternalError("injected failure %d" % len(calls))
+
+    with pytest.raises(RuntimeError, match=r"reset 1 times, the reset limit \(--reset-limit 1\); "
+                                           r"not again after 'injected failure 2'") as err:
+        train(state)
+    assert calls == [0, 1]  # one reset (retried from the commit), then the limit
+    assert isinstance(err.value.__cause__, HorovodInternalError)
+    assert hvd.is_initialized()  # the one reset re-formed the world
+    monkeypatch.setenv("GRAVAC_RESET_LIMIT", "x")
+    with pytest.raises(ValueError, match="GRAVAC_RESET_LIMIT"):
+        train(state)
+
+
 def test_run_rejects_a_non_state_argument():
     @hvd.elastic.run
     def train(state):

@@ -88,6 +88,11 @@ TEST(HorovodFlagsTest, ElasticBoundsBecomeGravacrunsOwn) {
   ASSERT_OK_AND_ASSIGN(HorovodTranslation t,
                        Translate({"-np", "4", "--min-np", "2", "--max-np", "6", "python"}));
   EXPECT_THAT(t.args, ElementsAre("-np", "4", "--min_np=2", "--max_np=6", "--", "python"));
+  ASSERT_OK_AND_ASSIGN(t, Translate({"--host-discovery-script", "d.sh", "--slots-per-host", "2",
+                                     "python"}));
+  EXPECT_THAT(t.args, ElementsAre("--host_discovery_script=d.sh", "--slots=2", "--", "python"));
+  ASSERT_OK_AND_ASSIGN(t, Translate({"--reset-limit", "3", "python"}));
+  EXPECT_THAT(t.args, ElementsAre("--reset_limit=3", "--", "python"));
 }
 
 TEST(HorovodFlagsTest, RefusesNamingTheFlagAndWhatToDo) {
@@ -98,7 +103,7 @@ TEST(HorovodFlagsTest, RefusesNamingTheFlagAndWhatToDo) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--timeline-filename alone")));
   EXPECT_THAT(Translate({"--autotune", "-np", "2", "python"}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("no autotuner")));
-  EXPECT_THAT(Translate({"--host-discovery-script", "d.sh", "python"}),
+  EXPECT_THAT(Translate({"--blacklist-cooldown-range", "10", "100", "python"}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("elastic")));
   EXPECT_THAT(Translate({"--frobnicate", "python"}),
               StatusIs(absl::StatusCode::kInvalidArgument,

@@ -148,15 +148,18 @@ typedef struct {
  * membership of its job, reading GRAVAC_DAEMON_SOCKET, GRAVAC_JOB_NAME, GRAVAC_LOCAL_RANK,
  * GRAVAC_LOCAL_SIZE and GRAVAC_CONNECT_TIMEOUT_S from the environment; `first_run_id` names the
  * job's first run (membership 0), `from_version` the membership this worker was in (-1: a worker
- * of a node that joins), `min_size`/`max_size` the job's bounds in ranks (0: none). Blocks until
+ * of a node that joins), `min_size`/`max_size` the job's bounds in ranks (0: none),
+ * `expect_nodes` (NULL or "": none) after a host update the comma-separated node names the next
+ * membership should hold (the controller waits for the new ones, not for members missing from
+ * it). Blocks until
  * the controller published the membership (at most timeout_s; <= 0: 300 s). Every worker of the
  * node's old membership calls it (the daemon gathers them). Errors: GRAVAC_ERR_INVALID /
  * GRAVAC_ERR_UNAVAILABLE / GRAVAC_ERR_TIMEOUT as for gravac_init; a membership below min_size
  * (the message names the lost nodes) or a stale from_version fail with the controller's
  * message. */
 gravac_status gravac_regroup(const char* first_run_id, int64_t from_version, int min_size,
-                             int max_size, double timeout_s, gravac_placement* out, char* error,
-                             size_t error_size);
+                             int max_size, const char* expect_nodes, double timeout_s,
+                             gravac_placement* out, char* error, size_t error_size);
 
 int gravac_rank(const gravac_context* ctx);
 int gravac_size(const gravac_context* ctx);

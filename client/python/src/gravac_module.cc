@@ -305,14 +305,14 @@ PYBIND11_MODULE(_gravac, m) {
   m.def(
       "regroup",
       [](const std::string& first_run_id, int64_t from_version, int min_size, int max_size,
-         double timeout_s) {
+         double timeout_s, const std::string& expect_nodes) {
         gravac_placement p{};
         char error[1024] = {0};
         gravac_status s;
         {
           py::gil_scoped_release release;
-          s = gravac_regroup(first_run_id.c_str(), from_version, min_size, max_size, timeout_s,
-                             &p, error, sizeof(error));
+          s = gravac_regroup(first_run_id.c_str(), from_version, min_size, max_size,
+                             expect_nodes.c_str(), timeout_s, &p, error, sizeof(error));
         }
         if (s != GRAVAC_OK) {
           gravac::python::Raise(s, std::string("elastic regroup failed: ") + error);
@@ -331,9 +331,9 @@ PYBIND11_MODULE(_gravac, m) {
         return d;
       },
       py::arg("first_run_id"), py::arg("from_version"), py::arg("min_size") = 0,
-      py::arg("max_size") = 0, py::arg("timeout_s") = 0.0,
+      py::arg("max_size") = 0, py::arg("timeout_s") = 0.0, py::arg("expect_nodes") = "",
       "Asks this node's daemon for this worker's place in the job's next membership (elastic "
-      "jobs); returns a dict (version, run_id, rank, size, local_rank, local_size, node_rank, "
+      "jobs; expect_nodes: after a host update, the comma-separated nodes it should hold); returns a dict (version, run_id, rank, size, local_rank, local_size, node_rank, "
       "nodes, lost_nodes, added_nodes).");
   m.def("dtype_size", [](int code) { return gravac_dtype_size(static_cast<gravac_dtype>(code)); });
   m.def("status_string", [](int code) {

@@ -46,9 +46,11 @@ parser.add_argument("--classes", type=int, default=4)
 parser.add_argument("--inject-failure-at", type=int, default=-1, metavar="N",
                     help="raise HorovodInternalError on every rank once, at global batch N")
 parser.add_argument("--min-accuracy", type=float, default=0.0)
-parser.add_argument("--hold-after-epoch", type=int, default=0, metavar="N",
+parser.add_argument("--hold-after-epoch", default="", metavar="N[,M...]",
                     help="(tests) after epoch N every rank waits, at most 120 s, until "
-                         "--hold-file exists, so a test can kill a node at a known point")
+                         "--hold-file exists (after a later epoch M of the list: "
+                         "HOLD_FILE.M), so a test can kill, add or remove a node at a known "
+                         "point")
 parser.add_argument("--hold-file", default="")
 
 
@@ -127,15 +129,17 @@ def main():
                       % (state.epoch, "%.4f" % loss.item() if loss is not None else "-",
                          accuracy, failures["batches"]), flush=True)
             end_epoch(state)
-            if args.hold_after_epoch and state.epoch == args.hold_after_epoch + 1:
-                hold(args.hold_after_epoch)
+            if state.epoch - 1 in holds:
+                hold(state.epoch - 1)
+
+    holds = [int(e) for e in args.hold_after_epoch.split(",") if e]
 
     def hold(epoch):
         if hvd.rank() == 0:
             print("holding after epoch %d" % epoch, flush=True)
+        path = args.hold_file if epoch == holds[0] else "%s.%d" % (args.hold_file, epoch)
         deadline = time.monotonic() + 120
-        while args.hold_file and not os.path.exists(args.hold_file) and \
-                time.monotonic() < deadline:
+        while args.hold_file and not os.path.exists(path) and time.monotonic() < deadline:
             time.sleep(0.05)
 
     def end_epoch(state):

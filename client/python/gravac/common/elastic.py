@@ -15,16 +15,23 @@ Host updates arrive through ``State.on_hosts_updated(timestamp, result)``; ``che
 (called by ``commit()``) broadcasts rank 0's view so every rank raises HostsUpdatedInterrupt at the
 same commit.
 
-On gravac's fixed membership (the state of issue 22): nothing calls on_hosts_updated yet (the
-controller does not publish membership changes), and after a HorovodInternalError the reset can
-only re-form the same world. When the failure was transient the loop resumes from the last commit;
-when a worker, daemon or node is gone the reset raises a GravacError saying so, and the job ends
-(see gravac.torch.elastic).
+Under gravacrun --host-discovery-script, gravacrun writes each host update to the file named by
+GRAVAC_HOSTS_UPDATE_FILE (lines "serial N", "nodes a,b,...", "added ...", "removed ..."; atomic
+replacement); rank 0 reads it at every check_host_updates() (one small read) and records an update
+whose serial is newer than the last one seen, with the node set the job should now have, so the
+interrupt carries it (HostsUpdatedInterrupt.nodes) to the reset (gravac.torch.elastic): the
+regroup names those nodes, and a worker whose node is no longer among them leaves.
+
+Without an elastic job (gravacrun --min-np) the membership is fixed: after a HorovodInternalError
+the reset can only re-form the same world. When the failure was transient the loop resumes from
+the last commit; when a worker, daemon or node is gone the reset raises a GravacError saying so,
+and the job ends (see gravac.torch.elastic).
 """
 
 import copy
 import enum
 import functools
+import os
 import queue
 
 from gravac.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt
@@ -68,10 +75,11 @@ class State:
         for callback in self._reset_callbacks:
             callback()
 
-    def on_hosts_updated(self, timestamp, update_res=HostUpdateResult.mixed):
-        """Records a host update (its timestamp and HostUpdateResult); the next commit() or
-        check_host_updates() raises HostsUpdatedInterrupt on every rank when rank 0 saw one."""
-        self._host_messages.put((timestamp, HostUpdateResult(update_res)))
+    def on_hosts_updated(self, timestamp, update_res=HostUpdateResult.mixed, nodes=None):
+        """Records a host update (its timestamp and HostUpdateResult; gravac: the node names the
+        job should now hold, if known); the next commit() or check_host_updates() raises
+        HostsUpdatedInterrupt on every rank when rank 0 saw one."""
+        self._host_messages.put((timestamp, HostUpdateResult(update_res), nodes))
 
     def commit(self):
         """Saves the state to host memory as the point to restore after a failure, then checks
@@ -85,17 +93,46 @@ class State:
         """Raises HostsUpdatedInterrupt on every rank when rank 0 recorded a host update newer
         than the last one seen. A collective (one broadcast from rank 0)."""
         prev = self._last_updated_timestamp
-        latest, update = prev, HostUpdateResult.no_update
+        if self._rank() == 0:
+            self._read_hosts_update_file(prev)
+        latest, update, nodes = prev, HostUpdateResult.no_update, None
         while not self._host_messages.empty():
-            timestamp, result = self._host_messages.get()
+            timestamp, result, names = self._host_messages.get()
             if timestamp > latest:
                 latest = timestamp
                 update |= result
+                nodes = names
         # Rank 0's view decides, so that all ranks raise at the same commit.
-        prev, latest, update = self._bcast_object((prev, latest, int(update)))
+        prev, latest, update, nodes = self._bcast_object((prev, latest, int(update), nodes))
         self._last_updated_timestamp = latest
         if latest > prev:
-            raise HostsUpdatedInterrupt(HostUpdateResult(update) == HostUpdateResult.removed)
+            raise HostsUpdatedInterrupt(HostUpdateResult(update) == HostUpdateResult.removed,
+                                        nodes=nodes)
+
+    def _read_hosts_update_file(self, seen):
+        """Records gravacrun's host update (GRAVAC_HOSTS_UPDATE_FILE) when its serial is newer
+        than `seen`. A missing or partial file is no update (gravacrun replaces it atomically)."""
+        path = os.environ.get("GRAVAC_HOSTS_UPDATE_FILE")
+        if not path:
+            return
+        try:
+            with open(path) as f:
+                fields = dict(line.split(" ", 1) for line in f.read().splitlines() if " " in line)
+            serial = int(fields["serial"])
+        except (OSError, ValueError, KeyError):
+            return
+        if serial <= seen:
+            return
+        names = lambda key: [n for n in fields.get(key, "").strip().split(",") if n]
+        nodes = names("nodes")
+        result = HostUpdateResult.no_update
+        if names("added"):
+            result |= HostUpdateResult.added
+        if names("removed"):
+            result |= HostUpdateResult.removed
+        if serial > seen + 1 or result == HostUpdateResult.no_update:
+            result = HostUpdateResult.mixed  # updates were missed: sync to be safe
+        self.on_hosts_updated(serial, result, nodes or None)
 
     def save(self):
         """Saves the state to host memory."""
@@ -137,9 +174,22 @@ class ObjectState(State):
             setattr(self, name, copy.deepcopy(value))
 
 
+def reset_limit():
+    """Horovod's --reset-limit (gravacrun --reset-limit sets GRAVAC_RESET_LIMIT): how many
+    resets one worker may go through before the elastic loop gives up; None = no limit."""
+    text = os.environ.get("GRAVAC_RESET_LIMIT", "")
+    try:
+        limit = int(text) if text else 0
+    except ValueError:
+        raise ValueError("GRAVAC_RESET_LIMIT must be a whole number >= 0, got %r" % text)
+    return limit if limit > 0 else None
+
+
 def run_fn(func, reset):
     """The elastic loop around `func(state, *args, **kwargs)` (see the module docstring).
-    `reset` re-initializes the framework; an error it raises ends the loop."""
+    `reset` re-initializes the framework; an error it raises ends the loop. With a reset limit
+    (reset_limit()), the reset past it raises RuntimeError instead (from the interruption), so
+    the worker fails and the job ends, as Horovod's driver ends it."""
 
     @functools.wraps(func)
     def wrapper(state, *args, **kwargs):
@@ -147,6 +197,8 @@ def run_fn(func, reset):
             raise ValueError("the first argument of an elastic function must be a "
                              "gravac elastic State, not %s" % type(state).__name__)
         skip_sync = False
+        resets = 0
+        limit = reset_limit()
         while True:
             if not skip_sync:
                 state.sync()
@@ -158,7 +210,12 @@ def run_fn(func, reset):
                 cause = e
             except HostsUpdatedInterrupt as e:
                 skip_sync = e.skip_sync
-                cause = None
+                cause = e
+            if limit is not None and resets >= limit:
+                raise RuntimeError(
+                    "elastic: this worker was reset %d times, the reset limit (--reset-limit "
+                    "%d); not again after '%s'" % (resets, limit, cause)) from cause
+            resets += 1
             reset(cause)
             state.on_reset()
 

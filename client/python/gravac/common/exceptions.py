@@ -29,9 +29,12 @@ class HostsUpdatedInterrupt(RuntimeError):
     same committed state, so the loop skips the state broadcast after the reset (as Horovod).
     """
 
-    def __init__(self, skip_sync=False):
+    def __init__(self, skip_sync=False, nodes=None):
         super().__init__("hosts were updated" + (" (removed only)" if skip_sync else ""))
         self.skip_sync = skip_sync
+        # gravac: the nodes the next membership should hold (gravacrun --host-discovery-script),
+        # or None when the update did not name them.
+        self.nodes = nodes
 
 
 __all__ = ["GravacError", "HorovodInternalError", "HostsUpdatedInterrupt", "JobRefusedError"]

@@ -179,6 +179,11 @@ def init(comm=None, process_sets=None):
                                  "add_process_set (or shutdown() and init(process_sets=...))")
             return
         parked, _state.parked = _state.parked, None
+    if (parked is None and os.environ.get("GRAVAC_ELASTIC") == "1"
+            and os.environ.get("GRAVAC_MEMBERSHIP_VERSION") == "-1"):
+        # A worker of a node the job grows onto: its place comes from the job's next membership.
+        from gravac.torch.elastic import _regroup
+        _regroup()
     context = parked if parked is not None and not parked.closed else _open_context()
     with _state.lock:
         _state.context = context

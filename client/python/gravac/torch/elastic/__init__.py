@@ -31,11 +31,21 @@ What a failure does on gravac:
 - Outside an elastic job the membership is fixed: when a worker, daemon or node is gone the
   reset raises GravacError naming the failure, on each surviving rank, after its state was
   restored to the last commit; the job ends as it does without elastic.
-- HostsUpdatedInterrupt (hosts added or removed) is raised by commit() when rank 0 recorded an
-  update with State.on_hosts_updated(); run() then resets without restoring (in an elastic job
-  the reset regroups, so the job takes in the nodes asking to join).
-- There is no reset limit: a function that raises HorovodInternalError on every call while the
-  world stays healthy is retried forever (as in Horovod without --reset-limit).
+- HostsUpdatedInterrupt (hosts added or removed) is raised by commit() on every rank when rank 0
+  recorded an update: gravacrun --host-discovery-script writes one when a host appears or
+  disappears (gravac.common.elastic), or State.on_hosts_updated() is called. run() then resets
+  without restoring (the state was just committed): in an elastic job the reset regroups naming
+  the nodes the update lists, so the job takes in the new node's workers (which wait in their
+  hvd.init() for this membership) and rank 0 broadcasts the state to them; a worker whose node
+  is no longer listed leaves (its process exits 0 after closing its connection) and the others
+  go on without a rollback (removed only: no state broadcast, as Horovod).
+- gravacrun --reset-limit N (Horovod's; GRAVAC_RESET_LIMIT): a worker resets at most N times;
+  the next interruption raises RuntimeError (chained to it) and the job ends. Without it a
+  function that raises HorovodInternalError on every call while the world stays healthy is
+  retried forever (as in Horovod).
+- A worker started on a node the job grows onto (gravacrun sets GRAVAC_MEMBERSHIP_VERSION=-1)
+  gets its place in hvd.init(), which waits until the running workers regroup; its first
+  hvd.elastic.run call then syncs the state from rank 0 like every other rank.
 """
 
 import os
@@ -72,8 +82,14 @@ def _reset(cause=None):
     if os.environ.get("GRAVAC_ELASTIC") == "1":
         # The old membership's connection is closed (not parked for a re-init as on a fixed
         # world): its session on the daemon ends, and init() joins the new membership's run.
+        nodes = getattr(cause, "nodes", None) if isinstance(cause, HostsUpdatedInterrupt) else None
         mpi_ops._close()
-        _regroup()
+        me = os.environ.get("GRAVAC_NODE_NAME", "")
+        if nodes and me and me not in nodes:
+            print("gravac: node %s was removed from the job by a host update; rank %s leaves"
+                  % (me, os.environ.get("GRAVAC_RANK", "?")), flush=True)
+            raise SystemExit(0)
+        _regroup(nodes)
     else:
         mpi_ops.shutdown()
     try:
@@ -89,15 +105,19 @@ def _reset(cause=None):
         raise error from e
 
 
-def _regroup():
+def _regroup(expect_nodes=None):
     """Asks this node's daemon for this worker's place in the job's next membership and points
-    the GRAVAC_* environment (which init() reads) at it. Raises GravacError (not
-    HorovodInternalError) when the job cannot go on: below --min-np, naming the lost nodes."""
+    the GRAVAC_* environment (which init() reads) at it. `expect_nodes`: after a host update, the
+    nodes the membership should hold. A worker of a node that joins (GRAVAC_MEMBERSHIP_VERSION
+    -1, set by gravacrun) calls it from init() and waits there for the running workers' next
+    membership. Raises GravacError (not HorovodInternalError) when the job cannot go on: below
+    --min-np, naming the lost nodes."""
     env = os.environ
     first_run = env.setdefault("GRAVAC_FIRST_RUN_ID", env.get("GRAVAC_RUN_ID", ""))
     version = int(env.get("GRAVAC_MEMBERSHIP_VERSION", "0"))
     placement = _gravac.regroup(first_run, version, int(env.get("GRAVAC_MIN_NP", "0")),
-                                int(env.get("GRAVAC_MAX_NP", "0")))
+                                int(env.get("GRAVAC_MAX_NP", "0")),
+                                expect_nodes=",".join(expect_nodes or []))
     env.update({
         "GRAVAC_RUN_ID": placement["run_id"],
         "GRAVAC_MEMBERSHIP_VERSION": str(placement["version"]),
