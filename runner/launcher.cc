@@ -1127,7 +1127,7 @@ class Job {
       Say(StrCat(p.name, " (host ", host_nodes_[p.node].host, ", removed) ", DescribeExit(p)));
       return;
     }
-    if (Elastic() && p.role == Role::kWorker && p.child.exit_code() == 0 &&
+    if (Discovery() && p.role == Role::kWorker && p.child.exit_code() == 0 &&
         !finished_at_.has_value()) {
       finished_at_ = absl::Now();
     }

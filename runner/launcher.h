@@ -34,6 +34,21 @@
 // labels job="gravac-controller" or job="gravacd" plus node="nodeN". A job that succeeds empties it
 // ("[]") at the end; a failed or interrupted job leaves its targets, so Prometheus sees them down.
 //
+// Host discovery (options.host_discovery_script; an elastic job, docs/ELASTIC.md). The script's
+// first good output holding -np slots gives the first nodes (host i = node i, layout as -H). The
+// emulated cluster and the node certificates are made for Capacity() nodes (--max-np, or the
+// first nodes + 4), so the job can grow into them. While the job runs, Pump runs the script
+// about once a second (host_discovery.h, never blocking): a new host gets the next node, its
+// gravacd (without --node_rank/--nodes: its workers' placement gives them) and, once that
+// listens, its workers with GRAVAC_MEMBERSHIP_VERSION=-1 (they join at the job's next
+// membership); a host gone from the output is marked removed, its processes' exits are not
+// failures, and its gravacd is stopped once its workers left. After each change the node set is
+// written (atomically) to <run dir>/hosts_update, which the workers read at their commits
+// (GRAVAC_HOSTS_UPDATE_FILE). Bad output, a failing or hanging run is said once and the last
+// good hosts are kept. A host past --max-np ranks or past Capacity() is not started (said once).
+// Once a worker finished, discovery stops, and workers still waiting to join are stopped after
+// exit_grace.
+//
 // Output. Every line a child prints is copied to the launcher's stdout or stderr (the one the
 // child used), prefixed "[rank r] ", "[gravacd n] " or "[controller] ". The launcher's own lines
 // start with "gravacrun: " and go to stderr.

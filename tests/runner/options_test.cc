@@ -133,6 +133,12 @@ TEST(ParseRunnerArgsTest, ElasticBounds) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--max-np must be >= -np")));
   EXPECT_THAT(Parse({"-np", "4", "--max-np", "8", "--", "true"}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("needs --min-np")));
+  ASSERT_OK_AND_ASSIGN(o, Parse({"-np", "4", "--min-np", "2", "--reset-limit", "3", "--", "true"}));
+  EXPECT_EQ(o.reset_limit, 3);
+  EXPECT_THAT(Parse({"-np", "4", "--reset-limit", "3", "--", "true"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("needs --min-np")));
+  EXPECT_THAT(Parse({"-np", "4", "--min-np", "2", "--reset-limit", "-1", "--", "true"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--reset-limit must be")));
 }
 
 TEST(ParseRunnerArgsTest, ValidatesNpAndNodes) {
