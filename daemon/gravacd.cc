@@ -81,7 +81,8 @@ absl::Status Gravacd::Run() {
                            .stall_timeout = options_.stall_timeout,
                            .check_finite = options_.check_finite,
                            .log = log_,
-                           .metrics = metrics.get()});
+                           .metrics = metrics.get(),
+                           .device = &device_});
   if (!started.ok()) {
     return absl::Status(started.status().code(),
                         StrCat("opening the worker socket ", options_.socket_path, ": ",

@@ -36,6 +36,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "core/ipc/cuda_ipc.h"
 #include "core/logging.h"
 #include "core/metrics.h"
 #include "daemon/gravacd_options.h"
@@ -70,6 +71,8 @@ class Gravacd {
   const GravacdOptions options_;
   Logger* const log_;
   prometheus::Registry* const metrics_;
+  // CUDA tensors handed over by IPC (one-job mode; the JobService has its own).
+  ipc::CudaDeviceAccess device_;
   absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   JobSession* session_ ABSL_GUARDED_BY(mu_) = nullptr;  // one-job mode, while it runs

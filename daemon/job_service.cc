@@ -274,7 +274,8 @@ void JobService::Route(ipc::UniqueFd fd, ipc::FrameReader reader, std::string pa
                            .stall_timeout = options_.stall_timeout,
                            .check_finite = options_.check_finite,
                            .log = log_,
-                           .metrics = metrics.get()});
+                           .metrics = metrics.get(),
+                           .device = &device_});
   if (!server.ok()) {
     RefuseJob(fd.get(),
               absl::Status(server.status().code(), StrCat(who, ": ", server.status().message())),

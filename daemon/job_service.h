@@ -43,6 +43,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "core/ipc/cuda_ipc.h"
 #include "core/ipc/framing.h"
 #include "core/ipc/peer_credentials.h"
 #include "core/ipc/unique_fd.h"
@@ -107,6 +108,7 @@ class JobService {
   const GravacdOptions options_;
   Logger* const log_;
   prometheus::Registry* const registry_;
+  ipc::CudaDeviceAccess device_;  // CUDA tensors handed over by IPC, for every session
   ipc::UniqueFd listen_fd_, wake_fd_;
   ino_t socket_inode_ = 0;
   ipc::PeerPolicy peer_policy_;

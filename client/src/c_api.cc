@@ -11,22 +11,29 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/src/client.h"
-#include "client/src/device_staging.h"
+#include "client/src/device_handoff.h"
+#include "client/src/device_runtime.h"
 #include "client/src/regroup.h"
+#include "core/ipc/cuda_ipc.h"
 #include "core/mutex.h"
+#include "core/status.h"
 #include "gravac/gravac.h"
 
 struct gravac_context {
   std::unique_ptr<gravac::client::Client> client;
   gravac::Mutex error_mu;
   std::string last_error ABSL_GUARDED_BY(error_mu);
-  std::once_flag staging_said;  // the host staging of CUDA tensors is said once
+  // CUDA tensors (gravac_allreduce_device_async): made on first use.
+  gravac::client::CudaDeviceRuntime runtime;
+  std::once_flag device_made;
+  std::unique_ptr<gravac::client::DeviceHandoff> device;
 };
 
 struct gravac_request {
   std::shared_ptr<gravac::client::RequestState> state;
-  // Device tensors: the host copy and the copy back, run once when the request is seen done.
-  std::unique_ptr<gravac::client::DeviceStaging> device;
+  // Device tensors: orders the caller's stream after the result, run once when the request is
+  // seen done (DeviceHandoff).
+  std::unique_ptr<gravac::client::DeviceCompletion> device;
 };
 
 // Owns the mapping of its memory; the registry is gone once the client is.
@@ -277,33 +284,38 @@ int gravac_local_size(const gravac_context* ctx) {
 
 namespace {
 
-// gravac_allreduce_async, telling gravacd where the caller's tensor lives (`memory`): every rank
-// must post a name with the same memory type.
-gravac_status AllreduceAsync(gravac_context* ctx, const char* name, const void* in, void* out,
-                             const int64_t* shape, int ndim, gravac_dtype dtype, gravac_op op,
-                             const gravac_tensor_options* options, v1::MemoryKind memory,
-                             gravac_request** req) {
-  v1::Request r;
-  r.set_memory(memory);
-  auto bytes = Prepare(ctx, name, shape, ndim, dtype, req, &r);
-  if (!bytes.ok()) return Fail(ctx, bytes.status());
-  if (*bytes > 0 && (in == nullptr || out == nullptr)) {
-    return Fail(ctx, absl::InvalidArgumentError(absl::StrFormat("tensor '%s': NULL buffer", name)));
+gravac::client::DeviceHandoff& Handoff(gravac_context* ctx) {
+  std::call_once(ctx->device_made, [ctx] {
+    ctx->device = std::make_unique<gravac::client::DeviceHandoff>(
+        ctx->client.get(), &ctx->runtime,
+        [](const std::string& m) { std::fprintf(stderr, "gravac: %s\n", m.c_str()); });
+  });
+  return *ctx->device;
+}
+
+// The allreduce request of gravac_allreduce_async and its device twin (every rank must post a
+// name with the same memory type); returns the tensor's bytes.
+absl::StatusOr<uint64_t> AllreduceRequest(gravac_context* ctx, const char* name, const void* in,
+                                          void* out, const int64_t* shape, int ndim,
+                                          gravac_dtype dtype, gravac_op op,
+                                          const gravac_tensor_options* options,
+                                          gravac_request** req, v1::Request* r) {
+  ASSIGN_OR_RETURN(uint64_t bytes, Prepare(ctx, name, shape, ndim, dtype, req, r));
+  if (bytes > 0 && (in == nullptr || out == nullptr)) {
+    return absl::InvalidArgumentError(absl::StrFormat("tensor '%s': NULL buffer", name));
   }
   if (op != GRAVAC_SUM && op != GRAVAC_AVERAGE) {
-    return Fail(ctx, absl::InvalidArgumentError(absl::StrFormat("tensor '%s': unknown op", name)));
+    return absl::InvalidArgumentError(absl::StrFormat("tensor '%s': unknown op", name));
   }
-  r.set_kind(v1::ALLREDUCE);
-  r.set_reduce_op(op == GRAVAC_SUM ? v1::SUM : v1::AVERAGE);
+  r->set_kind(v1::ALLREDUCE);
+  r->set_reduce_op(op == GRAVAC_SUM ? v1::SUM : v1::AVERAGE);
   if (options != nullptr) {
-    r.set_step(options->step);
-    r.set_samples(options->samples);
-    r.set_compress(options->compress != 0);
-    if (absl::Status s = SetProcessSet(ctx, name, &options->process_set, &r); !s.ok()) {
-      return Fail(ctx, s);
-    }
+    r->set_step(options->step);
+    r->set_samples(options->samples);
+    r->set_compress(options->compress != 0);
+    RETURN_IF_ERROR(SetProcessSet(ctx, name, &options->process_set, r));
   }
-  return Finish(ctx, ctx->client->Submit(std::move(r), in, out, *bytes, 0), req);
+  return bytes;
 }
 
 }  // namespace
@@ -312,7 +324,17 @@ gravac_status gravac_allreduce_async(gravac_context* ctx, const char* name, cons
                                      void* out, const int64_t* shape, int ndim, gravac_dtype dtype,
                                      gravac_op op, const gravac_tensor_options* options,
                                      gravac_request** req) {
-  return AllreduceAsync(ctx, name, in, out, shape, ndim, dtype, op, options, v1::HOST_MEMORY, req);
+  v1::Request r;
+  r.set_memory(v1::HOST_MEMORY);
+  auto bytes = AllreduceRequest(ctx, name, in, out, shape, ndim, dtype, op, options, req, &r);
+  if (!bytes.ok()) return Fail(ctx, bytes.status());
+  if (*bytes > 0) {
+    // A CUDA tensor posted as host memory would be read as host memory: refuse it by name.
+    gravac::client::DeviceHandoff& handoff = Handoff(ctx);
+    if (absl::Status s = handoff.CheckHost(name, "in", in); !s.ok()) return Fail(ctx, s);
+    if (absl::Status s = handoff.CheckHost(name, "out", out); !s.ok()) return Fail(ctx, s);
+  }
+  return Finish(ctx, ctx->client->Submit(std::move(r), in, out, *bytes, 0), req);
 }
 
 gravac_status gravac_allreduce_device_async(gravac_context* ctx, const char* name, const void* in,
@@ -321,30 +343,17 @@ gravac_status gravac_allreduce_device_async(gravac_context* ctx, const char* nam
                                             const gravac_tensor_options* options,
                                             const gravac_device* dev, gravac_request** req) {
   v1::Request r;
-  auto bytes = Prepare(ctx, name, shape, ndim, dtype, req, &r);
+  r.set_memory(v1::DEVICE_MEMORY);
+  auto bytes = AllreduceRequest(ctx, name, in, out, shape, ndim, dtype, op, options, req, &r);
   if (!bytes.ok()) return Fail(ctx, bytes.status());
-  const int rank = ctx->client->config().rank;
   if (dev == nullptr) {
-    return Fail(ctx, absl::InvalidArgumentError(
-                         absl::StrFormat("rank %d, tensor '%s': dev is NULL", rank, name)));
+    return Fail(ctx, absl::InvalidArgumentError(absl::StrFormat(
+                         "rank %d, tensor '%s': dev is NULL", ctx->client->config().rank, name)));
   }
-  if (*bytes > 0 && (in == nullptr || out == nullptr)) {
-    return Fail(ctx, absl::InvalidArgumentError(absl::StrFormat("tensor '%s': NULL buffer", name)));
-  }
-  auto staging = gravac::client::DeviceStaging::Begin(rank, name, in, out, *bytes, dev->device,
-                                                      dev->stream);
-  if (!staging.ok()) return Fail(ctx, staging.status());
-  std::call_once(ctx->staging_said, [&] {
-    std::fprintf(stderr,
-                 "gravac: rank %d: CUDA tensors are staged through host memory (gravacd has no "
-                 "device data path yet); said once\n",
-                 rank);
-  });
-  gravac::client::DeviceStaging* host = staging->get();
-  gravac_status status = AllreduceAsync(ctx, name, host->host_in(), host->host_out(), shape, ndim,
-                                       dtype, op, options, v1::DEVICE_MEMORY, req);
-  if (status == GRAVAC_OK) (*req)->device = *std::move(staging);
-  return status;
+  auto post = Handoff(ctx).Allreduce(std::move(r), in, out, *bytes, dev->device, dev->stream);
+  if (!post.ok()) return Fail(ctx, post.status());
+  *req = new gravac_request{std::move(post->state), std::move(post->completion)};
+  return GRAVAC_OK;
 }
 
 gravac_status gravac_allgather_async(gravac_context* ctx, const char* name, const void* in,
@@ -540,6 +549,8 @@ gravac_status gravac_shutdown(gravac_context* ctx) {
   delete ctx;
   return FromStatus(s);
 }
+
+int gravac_cuda_built(void) { return gravac::ipc::BuiltWithCuda() ? 1 : 0; }
 
 const char* gravac_status_string(gravac_status status) {
   switch (status) {

@@ -127,6 +127,7 @@ absl::Status Client::Hello() {
         liveness_timeout_ = absl::Milliseconds(reply.welcome().liveness_timeout_ms());
         heartbeat_interval_ = absl::Milliseconds(reply.welcome().heartbeat_interval_ms());
         daemon_pid_ = reply.welcome().daemon_pid();
+        device_intake_ = reply.welcome().device_intake();
         return absl::OkStatus();
       }
       if (reply.has_error()) {
@@ -226,6 +227,57 @@ absl::StatusOr<std::shared_ptr<RequestState>> Client::Submit(v1::Request request
     return sent;
   }
   return state;
+}
+
+absl::StatusOr<std::shared_ptr<RequestState>> Client::SubmitDevice(v1::Request request) {
+  auto state = std::make_shared<RequestState>();
+  state->kind = request.kind();
+  state->device = true;
+  uint64_t id;
+  {
+    MutexLock lock(&mu_);
+    if (!dead_.ok()) return dead_;
+    id = next_id_++;
+    pending_.emplace(id, state);
+  }
+  request.set_id(id);
+  v1::WorkerMessage msg;
+  *msg.mutable_request() = std::move(request);
+  absl::Status sent = SendLocked(msg);
+  if (!sent.ok()) {
+    MutexLock lock(&mu_);
+    pending_.erase(id);
+    return sent;
+  }
+  return state;
+}
+
+absl::StatusOr<bool> Client::MapDevice(const v1::DeviceBuffer& buffer, std::string* reason) {
+  auto state = std::make_shared<RequestState>();
+  state->device = true;
+  uint64_t id;
+  {
+    MutexLock lock(&mu_);
+    if (!dead_.ok()) return dead_;
+    id = next_id_++;
+    pending_.emplace(id, state);
+  }
+  v1::WorkerMessage msg;
+  msg.mutable_map_device()->set_id(id);
+  *msg.mutable_map_device()->mutable_buffer() = buffer;
+  if (absl::Status sent = SendLocked(msg); !sent.ok()) {
+    MutexLock lock(&mu_);
+    pending_.erase(id);
+    return sent;
+  }
+  absl::Status status = state->Wait();
+  MutexLock lock(&state->mu);
+  if (state->stage) {
+    *reason = std::string(status.message());
+    return false;
+  }
+  RETURN_IF_ERROR(status);
+  return true;
 }
 
 absl::Status Client::Barrier() {
@@ -361,9 +413,10 @@ void Client::OnResponse(v1::Response& response, std::vector<ipc::UniqueFd> fds) 
     state->first_dims.assign(response.first_dims().begin(), response.first_dims().end());
     state->result_bytes = response.result_bytes();
     state->gathered = std::move(gathered);
+    state->stage = response.stage();
     state->done = true;
   }
-  {
+  if (!state->device) {
     MutexLock lock(&mu_);
     FreeBlockLocked(*state);
   }

@@ -81,6 +81,8 @@ struct RequestState {
   void* out = nullptr;
   StagingBlock block;
   bool borrowed = false;   // `block` lies in a shared buffer (SharedBuffers::Borrow): no copies
+  bool device = false;     // a device buffer handed over by IPC, or a MapDevice: no block
+  bool stage ABSL_GUARDED_BY(mu) = false;  // MapDevice's answer: stage this allocation
   uint64_t row_bytes = 0;  // allgather: bytes per unit of the first dimension
 };
 
@@ -98,6 +100,15 @@ class Client {
   absl::StatusOr<std::shared_ptr<RequestState>> Submit(v1::Request request, const void* in,
                                                        void* out, uint64_t bytes,
                                                        uint64_t row_bytes);
+  // Posts `request`, whose data is a device buffer handed over by IPC (request.device_buffer):
+  // no staging copy; the result is written into that buffer by gravacd (id filled in here).
+  absl::StatusOr<std::shared_ptr<RequestState>> SubmitDevice(v1::Request request);
+  // Whether gravacd said in its Welcome that it maps CUDA IPC handles.
+  bool device_intake() const { return device_intake_; }
+  // Asks gravacd to map a device allocation (worker.proto MapDevice). Blocks for the answer:
+  // true when mapped, false when gravacd cannot (`reason` says why: stage its tensors); an
+  // error for a malformed buffer or a dead connection.
+  absl::StatusOr<bool> MapDevice(const v1::DeviceBuffer& buffer, std::string* reason);
   absl::Status Barrier();
   // Horovod's join: blocks until every rank has joined; meanwhile this rank contributes zeros to
   // the allreduces the others post. Returns the global rank that joined last.
@@ -143,6 +154,7 @@ class Client {
   absl::Duration liveness_timeout_ = absl::ZeroDuration();
   absl::Duration heartbeat_interval_ = absl::ZeroDuration();
   int64_t daemon_pid_ = 0;
+  bool device_intake_ = false;  // from the Welcome
   ipc::FrameReader reader_;
   std::thread reader_thread_;
 };

@@ -1,7 +1,7 @@
-// Host staging of a CUDA tensor for the C API's *_device_async calls: gravacd has no device data
-// path yet, so a device tensor is copied to host memory after the work on the caller's stream,
-// reduced as a host tensor, and its result copied back on that stream before the request
-// reports done. Checks that the buffers are device memory of the declared device first.
+// Host staging of a CUDA tensor: the fallback of DeviceHandoff when gravacd cannot map it (no
+// CUDA in gravacd, a handle it cannot open). The tensor is copied to host memory after the work
+// on the caller's stream, reduced as a host tensor, and its result copied back on that stream
+// before the request reports done. The caller checked the buffers first (DeviceHandoff).
 //
 // Thread-safety: one DeviceStaging belongs to one request; End runs once (under the request's
 // lock).
@@ -14,15 +14,16 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "client/src/device_runtime.h"
 
 namespace gravac::client {
 
 class DeviceStaging {
  public:
-  // kInvalidArgument naming rank, tensor and field when `in` or `out` is not device memory of
-  // `device` (host memory declared as device, or memory of another device); the CUDA error when
-  // the copy fails. Blocks until `in` is on the host.
-  static absl::StatusOr<std::unique_ptr<DeviceStaging>> Begin(int rank, const std::string& name,
+  // The CUDA error naming rank, tensor and field when the copy fails. Blocks until `in` is on
+  // the host. `runtime` must outlive the staging.
+  static absl::StatusOr<std::unique_ptr<DeviceStaging>> Begin(DeviceRuntime* runtime, int rank,
+                                                              const std::string& name,
                                                               const void* in, void* out,
                                                               size_t bytes, int device,
                                                               void* stream);
@@ -35,6 +36,7 @@ class DeviceStaging {
 
  private:
   DeviceStaging() = default;
+  DeviceRuntime* runtime_ = nullptr;
   std::vector<char> host_in_;
   std::vector<char> host_out_;
   void* out_ = nullptr;

@@ -59,6 +59,8 @@ absl::Status AllocationRange(const void* ptr, uint64_t* base, uint64_t* size) {
 
 }  // namespace
 
+bool BuiltWithCuda() { return true; }
+
 bool CudaIpcAvailable() {
   int count = 0;
   return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
@@ -143,6 +145,15 @@ absl::Status CopyHostToDevice(void* dev, const void* host, size_t bytes, int dev
     // From pageable memory the call returns once `host` was read; synchronising keeps that true
     // for pinned memory too.
     GRAVAC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
+    return absl::OkStatus();
+  });
+}
+
+absl::Status CopyDeviceToDevice(void* dst, const void* src, size_t bytes, int device,
+                                void* stream) {
+  return OnDevice(device, [&]() -> absl::Status {
+    GRAVAC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
+                                                static_cast<cudaStream_t>(stream)));
     return absl::OkStatus();
   });
 }
@@ -234,6 +245,60 @@ void CudaIpcOpener::Close(void* base, int device) {
   cudaIpcCloseMemHandle(base);
   cudaSetDevice(previous);
   cudaGetLastError();
+}
+
+}  // namespace gravac::ipc
+
+namespace gravac::ipc {
+
+bool CudaDeviceAccess::Available() { return CudaIpcAvailable(); }
+
+absl::StatusOr<void*> CudaDeviceAccess::Open(const DeviceBufferExport& e) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return opener_.Open(e);
+}
+
+void CudaDeviceAccess::Close(void* base, int device) {
+  std::lock_guard<std::mutex> lock(mu_);
+  opener_.Close(base, device);
+}
+
+absl::StatusOr<IpcEvent*> CudaDeviceAccess::EventLocked(std::string_view handle, int device) {
+  if (handle.size() != kCudaIpcHandleBytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "an IPC event handle has %d bytes, not %d", handle.size(), kCudaIpcHandleBytes));
+  }
+  std::string key(handle);
+  key.push_back(static_cast<char>(device));
+  auto it = events_.find(key);
+  if (it != events_.end()) return &it->second;
+  if (events_.size() >= kMaxEvents) events_.clear();
+  uint8_t h[kCudaIpcHandleBytes];
+  std::memcpy(h, handle.data(), kCudaIpcHandleBytes);
+  ASSIGN_OR_RETURN(IpcEvent opened, IpcEvent::Open(h, device));
+  return &events_.emplace(std::move(key), std::move(opened)).first->second;
+}
+
+absl::Status CudaDeviceAccess::Read(void* dst, const void* src, size_t bytes, int device,
+                                    std::string_view ready_event) {
+  std::lock_guard<std::mutex> lock(mu_);
+  GRAVAC_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  if (!ready_event.empty()) {
+    ASSIGN_OR_RETURN(IpcEvent * ready, EventLocked(ready_event, device));
+    RETURN_IF_ERROR(ready->StreamWait(nullptr));
+  }
+  if (bytes == 0) return absl::OkStatus();
+  return CopyDeviceToHost(dst, src, bytes, device, nullptr);
+}
+
+absl::Status CudaDeviceAccess::Write(void* dst, const void* src, size_t bytes, int device,
+                                     std::string_view done_event) {
+  std::lock_guard<std::mutex> lock(mu_);
+  GRAVAC_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  if (bytes > 0) RETURN_IF_ERROR(CopyHostToDevice(dst, src, bytes, device, nullptr));
+  if (done_event.empty()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(IpcEvent * done, EventLocked(done_event, device));
+  return done->Record(nullptr);
 }
 
 }  // namespace gravac::ipc

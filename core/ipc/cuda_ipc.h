@@ -22,13 +22,21 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/ipc/device_access.h"
 #include "core/ipc/device_export.h"
 #include "core/ipc/mapping_cache.h"
 
 namespace gravac::ipc {
+
+// True in the build with CUDA (cuda_ipc.cc), false in the CPU-only one.
+bool BuiltWithCuda();
 
 // True when gravac was built with CUDA and at least one device is usable in this process.
 bool CudaIpcAvailable();
@@ -49,6 +57,9 @@ absl::StatusOr<DeviceBufferExport> ExportDeviceBuffer(const void* ptr, size_t by
 // completes in stream order).
 absl::Status CopyDeviceToHost(void* host, const void* dev, size_t bytes, int device, void* stream);
 absl::Status CopyHostToDevice(void* dev, const void* host, size_t bytes, int device, void* stream);
+// Queues a copy between two buffers of `device` on `stream`; does not wait for it.
+absl::Status CopyDeviceToDevice(void* dst, const void* src, size_t bytes, int device,
+                                void* stream);
 
 // An interprocess CUDA event (cudaEventInterprocess | cudaEventDisableTiming) owned by one
 // process and opened by the other from its handle.
@@ -87,6 +98,33 @@ class CudaIpcOpener : public MemHandleOpener {
  public:
   absl::StatusOr<void*> Open(const DeviceBufferExport& e) override;
   void Close(void* base, int device) override;
+};
+
+// gravacd's DeviceAccess over the CUDA runtime: CudaIpcOpener's open and close, copies on the
+// legacy default stream of the buffer's device after a cudaStreamWaitEvent on the worker's
+// ready event, its done event recorded after the copy back. Opened events are kept by handle
+// (a worker reuses its events; at most kMaxEvents, then all are closed and opened again).
+// Built without CUDA, Available() is false and every call fails with kFailedPrecondition.
+// Thread-safe (one mutex around the calls).
+class CudaDeviceAccess : public DeviceAccess {
+ public:
+  static constexpr size_t kMaxEvents = 1024;
+
+  bool Available() override;
+  absl::StatusOr<void*> Open(const DeviceBufferExport& e) override;
+  void Close(void* base, int device) override;
+  absl::Status Read(void* dst, const void* src, size_t bytes, int device,
+                    std::string_view ready_event) override;
+  absl::Status Write(void* dst, const void* src, size_t bytes, int device,
+                     std::string_view done_event) override;
+
+ private:
+  // The opened event of `handle` (kCudaIpcHandleBytes bytes) on `device`.
+  absl::StatusOr<IpcEvent*> EventLocked(std::string_view handle, int device);
+
+  std::mutex mu_;
+  CudaIpcOpener opener_;
+  std::map<std::string, IpcEvent> events_;  // by handle bytes
 };
 
 // gravacd's mappings of its workers' device allocations: a MappingCache (mapping_cache.h: keys,

@@ -15,6 +15,7 @@ absl::Status NoCuda(const char* what) {
 
 }  // namespace
 
+bool BuiltWithCuda() { return false; }
 bool CudaIpcAvailable() { return false; }
 
 absl::StatusOr<bool> IsDevicePointer(const void*, int* device) {
@@ -33,6 +34,10 @@ absl::Status CopyHostToDevice(void*, const void*, size_t, int, void*) {
   return NoCuda("copying host memory to a device");
 }
 
+absl::Status CopyDeviceToDevice(void*, const void*, size_t, int, void*) {
+  return NoCuda("copying device memory");
+}
+
 absl::StatusOr<IpcEvent> IpcEvent::Create(int) { return NoCuda("creating an IPC event"); }
 absl::StatusOr<IpcEvent> IpcEvent::Open(const uint8_t (&)[kCudaIpcHandleBytes], int) {
   return NoCuda("opening an IPC event");
@@ -48,5 +53,17 @@ absl::StatusOr<void*> CudaIpcOpener::Open(const DeviceBufferExport&) {
   return NoCuda("gravacd cannot map device memory");
 }
 void CudaIpcOpener::Close(void*, int) {}
+
+bool CudaDeviceAccess::Available() { return false; }
+absl::StatusOr<void*> CudaDeviceAccess::Open(const DeviceBufferExport&) {
+  return NoCuda("gravacd cannot map device memory");
+}
+void CudaDeviceAccess::Close(void*, int) {}
+absl::Status CudaDeviceAccess::Read(void*, const void*, size_t, int, std::string_view) {
+  return NoCuda("reading mapped device memory");
+}
+absl::Status CudaDeviceAccess::Write(void*, const void*, size_t, int, std::string_view) {
+  return NoCuda("writing mapped device memory");
+}
 
 }  // namespace gravac::ipc

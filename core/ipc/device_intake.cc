@@ -17,7 +17,7 @@ absl::StatusOr<DeviceIntake::Taken> DeviceIntake::Take(int worker, const DeviceB
   }
   taken.staged = true;
   taken.reason = std::string(mapped.status().message());
-  if (said_.insert(worker).second) {
+  if (said_.insert(worker).second && log_ != nullptr) {
     GRAVAC_LOG(*log_, kWarning,
                "%s; the tensor is staged through host memory instead (said once per worker: later "
                "buffers of this worker that cannot be mapped are staged without a message)",

@@ -6,7 +6,7 @@
 // and gravacd says why once per worker in its log (not once per tensor or step).
 //
 // Thread-safety: thread-compatible (one owner, the daemon's local server thread). The opener and
-// the logger must outlive the intake.
+// the logger (nullptr: nothing is logged) must outlive the intake.
 #ifndef GRAVAC_CORE_IPC_DEVICE_INTAKE_H_
 #define GRAVAC_CORE_IPC_DEVICE_INTAKE_H_
 
@@ -34,6 +34,13 @@ class DeviceIntake {
   // kInvalidArgument naming the worker and field for a malformed export; else the mapped buffer
   // or a staged answer (see the header comment). Blocks for a driver call on a cache miss.
   absl::StatusOr<Taken> Take(int worker, const DeviceBufferExport& e);
+
+  // A request's buffer, after the worker's MapDevice: the cached mapping (or a new one), else
+  // the error naming the worker and field (malformed, or a handle that cannot be opened: freed,
+  // foreign). No staging: a worker only sends requests for allocations gravacd mapped.
+  absl::StatusOr<void*> Map(int worker, const DeviceBufferExport& e) {
+    return cache_.Map(worker, e);
+  }
 
   // The worker disconnected: its mappings are closed and its "said once" forgotten.
   void DropWorker(int worker);

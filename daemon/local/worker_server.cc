@@ -43,6 +43,9 @@ absl::StatusOr<std::shared_ptr<WorkerServerImpl>> WorkerServerImpl::Create(
   }
   if (impl->listen_fd_.valid()) impl->Watch(impl->listen_fd_.get());
   impl->Watch(impl->wake_fd_.get());
+  if (impl->options_.device != nullptr && impl->options_.device->Available()) {
+    impl->intake_ = std::make_unique<ipc::DeviceIntake>(impl->options_.device, impl->options_.log);
+  }
   impl->slots_.assign(impl->options_.local_size, nullptr);
   impl->joined_.assign(impl->options_.local_size, false);
   impl->posted_names_.resize(impl->options_.local_size);
@@ -289,6 +292,13 @@ bool WorkerServerImpl::Handle(Conn& conn, v1::WorkerMessage& msg, std::vector<ip
         return false;
       }
       HandleRequest(conn, msg.request());
+      return true;
+    case v1::WorkerMessage::kMapDevice:
+      if (conn.local_rank < 0) {
+        Drop(conn, absl::InvalidArgumentError("map_device before hello"));
+        return false;
+      }
+      HandleMapDevice(conn, msg.map_device());
       return true;
     case v1::WorkerMessage::kShutdown: {
       conn.shutdown = true;

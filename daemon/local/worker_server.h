@@ -31,6 +31,11 @@
 // ranks). A tensor that waits for a local worker which has already called gravac_shutdown can
 // never complete: it fails the node at once (FailedPrecondition, GRAVAC_ERR_MISMATCH on the
 // workers), so an extra or a missing collective at the end of a job is an error, not a hang.
+// Device buffers (options.device): a worker's MapDevice is answered mapped, or `stage` with
+// the reason when the handle cannot be opened (said once per worker in the log); a device
+// request whose buffer cannot be mapped or read (a freed or foreign handle), is declared as
+// host memory, or lies on another CUDA device than the worker's earlier tensors fails on every
+// rank of the job naming the rank, tensor and field, like a local disagreement.
 // With check_finite, a float allreduce whose local sum is not finite fails on every node.
 // Liveness: the loop sends every welcomed worker a Heartbeat every stall_timeout / 6 (at most
 // 1 s), and the Welcome carries stall_timeout as the bound after which a worker that heard
@@ -50,6 +55,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "core/ipc/device_access.h"
 #include "core/ipc/framing.h"
 #include "core/ipc/unique_fd.h"
 #include "core/job_id.h"
@@ -76,6 +82,12 @@ struct WorkerServerOptions {
   // Connected workers, handoff latencies (in, out), local reduce time, local stalls and tensors
   // failed here; nullptr = no metrics. Must outlive the server.
   DaemonMetrics* metrics = nullptr;
+  // CUDA tensors handed over by IPC (worker.proto MapDevice, Request.device_buffer): opened
+  // once per allocation through this, read into the local reduce after the worker's ready
+  // event, the result written back before its done event. nullptr or !Available(): the Welcome
+  // says no device intake and the workers stage CUDA tensors through host memory. Must outlive
+  // the server.
+  ipc::DeviceAccess* device = nullptr;
 };
 
 // The node's ranks, learnt from the workers' hellos: global ranks

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "core/ipc/device_intake.h"
 #include "core/ipc/framing.h"
 #include "core/ipc/peer_credentials.h"
 #include "core/ipc/segment.h"
@@ -51,6 +52,7 @@ class WorkerServerImpl : public std::enable_shared_from_this<WorkerServerImpl> {
     bool shutdown = false;
     std::map<uint64_t, ipc::ShmSegment> segments;
     std::set<std::string> in_flight;  // tensor names posted and not answered
+    int device = -1;                  // CUDA device of its device tensors (-1: none yet)
   };
   // One local worker's post of a tensor.
   struct PostedRequest {
@@ -59,6 +61,15 @@ class WorkerServerImpl : public std::enable_shared_from_this<WorkerServerImpl> {
     uint64_t segment_id = 0;
     uint64_t offset = 0;
     uint64_t bytes = 0;
+    // A device buffer handed over by IPC (else the data is in the segment): mapped here, on
+    // `device`; `host` holds it for the local reduce. A post whose buffer cannot be taken
+    // carries the error instead (the tensor then fails on every rank).
+    bool on_device = false;
+    void* mapped = nullptr;
+    int device = -1;
+    std::string ready_event, done_event;
+    std::vector<uint8_t> host;
+    absl::Status device_status;
   };
   struct Pending {
     std::vector<std::optional<PostedRequest>> posts;  // by local rank
@@ -92,6 +103,16 @@ class WorkerServerImpl : public std::enable_shared_from_this<WorkerServerImpl> {
   // OK when the hello names this server's job (or none), else PermissionDenied naming both.
   absl::Status CheckJob(const v1::Hello& hello) const;
   void HandleRequest(Conn& conn, const v1::Request& request);
+  // worker_server_device.cc: a MapDevice, answered mapped / stage / error.
+  void HandleMapDevice(Conn& conn, const v1::MapDevice& map);
+  // The device part of a post (post->on_device): mapped, or the error kept in device_status.
+  void TakeDevicePost(Conn& conn, const v1::Request& request, PostedRequest* post);
+  // Reads the device posts of a locally complete tensor into their host buffers; the first
+  // error (naming rank, tensor and field) when one cannot be read.
+  absl::Status ReadDevicePosts(const std::string& name, Pending& pending);
+  // Writes a result into a device post's buffer and records its done event.
+  absl::Status WriteDevicePost(const Conn& conn, const std::string& name,
+                               const PostedRequest& post, const std::vector<uint8_t>& data);
   // A TIMELINE request: applied now when serving, else when Serve starts.
   void HandleTimeline(Conn& conn, const v1::Request& request);
   void AnswerTimeline(int local_rank, uint64_t request_id, const std::string& path);
@@ -163,6 +184,7 @@ class WorkerServerImpl : public std::enable_shared_from_this<WorkerServerImpl> {
   std::vector<bool> joined_;
   int last_joined_ = -1;
   std::vector<std::unordered_set<std::string>> posted_names_;
+  std::unique_ptr<ipc::DeviceIntake> intake_;  // set when options_.device is available
   BufferPool pool_;  // result buffers reused as the next tensors' node buffers
   bool serving_ = false;
   bool failure_reported_ = false;

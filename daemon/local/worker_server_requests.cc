@@ -120,6 +120,7 @@ bool WorkerServerImpl::HandleHello(Conn& conn, const v1::Hello& hello) {
       absl::ToInt64Milliseconds(heartbeat_interval()));
   reply.mutable_welcome()->set_liveness_timeout_ms(
       absl::ToInt64Milliseconds(options_.stall_timeout));
+  reply.mutable_welcome()->set_device_intake(intake_ != nullptr);
   Send(conn, reply);
   return true;
 }
@@ -159,9 +160,11 @@ void WorkerServerImpl::HandleRequest(Conn& conn, const v1::Request& request) {
   if (absl::Status set = CheckProcessSet(&*spec, conn.rank, group_.world_size); !set.ok()) {
     return reject(set);
   }
+  const bool on_device = request.has_device_buffer();
   auto seg = conn.segments.find(request.segment_id());
-  if (seg == conn.segments.end() || request.offset() + request.bytes() > seg->second.data_bytes() ||
-      request.offset() + request.bytes() < request.offset()) {
+  if (!on_device && (seg == conn.segments.end() ||
+                     request.offset() + request.bytes() > seg->second.data_bytes() ||
+                     request.offset() + request.bytes() < request.offset())) {
     return reject(absl::InvalidArgumentError(
         absl::StrFormat("rank %d, tensor '%s': bytes [%d, +%d) are outside staging segment %d",
                         conn.rank, name, request.offset(), request.bytes(), request.segment_id())));
@@ -193,8 +196,13 @@ void WorkerServerImpl::HandleRequest(Conn& conn, const v1::Request& request) {
     last_joined_ = conn.local_rank;
     p.join = true;
   }
-  p.posts[conn.local_rank] = PostedRequest{request.id(), std::move(*spec), request.segment_id(),
-                                           request.offset(), request.bytes()};
+  PostedRequest& post = p.posts[conn.local_rank].emplace();
+  post.request_id = request.id();
+  post.spec = std::move(*spec);
+  post.segment_id = request.segment_id();
+  post.offset = request.offset();
+  post.bytes = request.bytes();
+  if (on_device) TakeDevicePost(conn, request, &post);
   ++p.count;
   if (join) {
     CompleteAfterJoin();
@@ -275,6 +283,10 @@ void WorkerServerImpl::Complete(const std::string& name, Pending pending) {
     struct PostedRequest& post = *pending.posts[lr];
     Conn* conn = ByLocalRank(lr);
     if (conn == nullptr) continue;
+    if (post.on_device) {
+      inputs.push_back(LocalInput{first_rank_ + lr, &post.spec, nullptr, post.bytes});
+      continue;
+    }
     auto seg = conn->segments.find(post.segment_id);
     if (seg == conn->segments.end()) continue;
     inputs.push_back(
@@ -290,7 +302,17 @@ void WorkerServerImpl::Complete(const std::string& name, Pending pending) {
     }
     return;
   }
-  absl::Status status = CheckLocalAgreement(inputs);
+  // Device posts are read into host memory here (after their ready events); a buffer that
+  // cannot be taken or read fails the tensor on every rank, as a disagreement does.
+  absl::Status status = ReadDevicePosts(name, pending);
+  if (status.ok()) {
+    for (size_t i = 0, lr = 0; lr < pending.posts.size(); ++lr) {
+      if (!pending.posts[lr].has_value() || ByLocalRank(static_cast<int>(lr)) == nullptr) continue;
+      if (pending.posts[lr]->on_device) inputs[i].data = pending.posts[lr]->host.data();
+      ++i;
+    }
+    status = CheckLocalAgreement(inputs);
+  }
   if (status.ok() && !pending.join) {
     if (std::string joined = JoinedAnswer(*inputs[0].spec); !joined.empty()) {
       status = absl::FailedPreconditionError(std::move(joined));
@@ -335,6 +357,9 @@ void WorkerServerImpl::Complete(const std::string& name, Pending pending) {
   for (const LocalInput& in : inputs) bytes += in.bytes;
   if (inputs[0].spec->kind != CollectiveKind::kAllgather) bytes = inputs[0].bytes;
   ready.tensor = CombineLocal(inputs, pending.first_posted_ns, pool_.Take(bytes));
+  for (std::optional<PostedRequest>& post : pending.posts) {
+    if (post.has_value()) std::vector<uint8_t>().swap(post->host);  // combined: not needed
+  }
   if (options_.check_finite) {
     // Refused like a local disagreement: the engine fails it on every node with this message.
     absl::Status finite =
@@ -423,6 +448,8 @@ void WorkerServerImpl::OnDone(uint64_t ticket, TensorResult result, int64_t done
         s = absl::InternalError(
             absl::StrFormat("tensor '%s': result of %d bytes for an input of %d bytes", ready.name,
                             result.data.size(), post.bytes));
+      } else if (post.on_device) {
+        s = WriteDevicePost(*conn, ready.name, post, result.data);
       } else if (seg == conn->segments.end()) {
         s = absl::InternalError(
             absl::StrFormat("rank %d, tensor '%s': staging segment gone", conn->rank, ready.name));
@@ -466,6 +493,7 @@ void WorkerServerImpl::Drop(Conn& conn, const absl::Status& why) {
   const int64_t pid = conn.pid;
   ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, fd, nullptr);
   if (local_rank >= 0) slots_[local_rank] = nullptr;
+  if (local_rank >= 0 && intake_ != nullptr) intake_->DropWorker(local_rank);
   CountWorkers();
   conns_.erase(fd);  // closes the socket and unmaps its segments
   if (local_rank < 0) return;

@@ -167,7 +167,9 @@ int gravac_local_rank(const gravac_context* ctx);
 int gravac_local_size(const gravac_context* ctx);
 
 /* Sum or average of `in` over all ranks into `out` (both shape[0..ndim) elements of dtype; they
- * may be the same buffer). ndim = 0 is a scalar. */
+ * may be the same buffer). ndim = 0 is a scalar. Host memory: once the context has posted a
+ * CUDA tensor (gravac_allreduce_device_async), a CUDA device buffer passed here is refused with
+ * GRAVAC_ERR_INVALID naming the field (a CPU-only job makes no CUDA call). */
 gravac_status gravac_allreduce_async(gravac_context* ctx, const char* name, const void* in,
                                      void* out, const int64_t* shape, int ndim, gravac_dtype dtype,
                                      gravac_op op, const gravac_tensor_options* options,
@@ -182,11 +184,17 @@ typedef struct {
 } gravac_device;
 
 /* gravac_allreduce_async on CUDA device memory: `in` and `out` must be device memory of
- * dev->device, else GRAVAC_ERR_INVALID naming the rank, tensor and field. `in` is read after the
- * work queued on dev->stream (the call blocks until then), and `out` is written in dev->stream's
- * order by the gravac_wait / gravac_poll call that first sees the request done, before it
- * returns. gravacd has no device data path yet: the tensor is staged through host memory, which
- * the library says once per context on stderr. Without CUDA (a CPU-only build or no device)
+ * dev->device, else GRAVAC_ERR_INVALID naming the rank, tensor and field. When the node's
+ * gravacd maps CUDA IPC handles, the tensor is handed over without a host copy: `in` is copied to
+ * `out` on dev->stream when they differ, gravacd maps `out`'s allocation once, reads it after the
+ * work queued on dev->stream (an IPC event; the call does not block for it) and writes the
+ * result into `out`; the gravac_wait / gravac_poll call that first sees the request done makes
+ * dev->stream wait for that write (another IPC event), so work queued on dev->stream afterwards
+ * sees the result. `out` must stay allocated until then. When gravacd cannot map it (built
+ * without CUDA, no usable device, a handle it cannot open), the tensor is staged through host
+ * memory instead, which the library says once per context on stderr: `in` is read after the work
+ * queued on dev->stream (the call blocks until then), and `out` is written in dev->stream's
+ * order by that wait / poll call before it returns. Without CUDA (a CPU-only build or no device)
  * the call fails with GRAVAC_ERR_INVALID, the message says why. Every rank must post `name` the
  * same way: a name posted as device memory on some ranks and with gravac_allreduce_async on
  * others fails on every rank with GRAVAC_ERR_MISMATCH naming the ranks and the field memory. */
@@ -278,6 +286,10 @@ const char* gravac_last_error(const gravac_context* ctx);
  * requests still pending with GRAVAC_ERR_SHUTDOWN, closes the connection and frees ctx.
  * Returns GRAVAC_OK, or the error met while saying goodbye (ctx is freed in every case). */
 gravac_status gravac_shutdown(gravac_context* ctx);
+
+/* 1 when this libgravac was built with CUDA (gravac_allreduce_device_async can hand CUDA
+ * tensors to gravacd; whether a device is usable is decided per call), else 0. */
+int gravac_cuda_built(void);
 
 /* Static name of a status, e.g. "GRAVAC_ERR_MISMATCH". */
 const char* gravac_status_string(gravac_status status);

@@ -1,0 +1,38 @@
+// DeviceAccess: gravacd's CUDA side for the device buffers its workers hand over by CUDA IPC
+// (cuda_ipc.h): opening and closing their allocations (MemHandleOpener, through a MappingCache)
+// and the copies between a mapped buffer and host memory, ordered by the workers' IPC events.
+// CudaDeviceAccess (cuda_ipc.h) is the real one; tests use fakes, so everything of the device
+// data path but the CUDA calls runs without a GPU.
+//
+// Thread-safety: implementations are thread-safe (gravacd --serve_jobs runs one worker server
+// thread per job over one DeviceAccess).
+#ifndef GRAVAC_CORE_IPC_DEVICE_ACCESS_H_
+#define GRAVAC_CORE_IPC_DEVICE_ACCESS_H_
+
+#include <cstddef>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "core/ipc/mapping_cache.h"
+
+namespace gravac::ipc {
+
+class DeviceAccess : public MemHandleOpener {
+ public:
+  // Whether this process can map IPC handles at all (built with CUDA, a usable device). Workers
+  // learn it from the Welcome; false: they stage their CUDA tensors through host memory.
+  virtual bool Available() = 0;
+  // Copies `bytes` of the mapped buffer `src` (on `device`) into host memory `dst` after the
+  // work the worker recorded on `ready_event` (a cudaIpcEventHandle_t, kCudaIpcHandleBytes
+  // bytes; empty: none). Blocks until `dst` holds the data.
+  virtual absl::Status Read(void* dst, const void* src, size_t bytes, int device,
+                            std::string_view ready_event) = 0;
+  // Copies host memory `src` into the mapped buffer `dst` (on `device`), then records
+  // `done_event` (empty: none) after the copy. Returns once `src` may be reused.
+  virtual absl::Status Write(void* dst, const void* src, size_t bytes, int device,
+                             std::string_view done_event) = 0;
+};
+
+}  // namespace gravac::ipc
+
+#endif  // GRAVAC_CORE_IPC_DEVICE_ACCESS_H_

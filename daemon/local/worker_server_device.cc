@@ -1,0 +1,110 @@
+// WorkerServerImpl: device buffers handed over by CUDA IPC (server thread).
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "daemon/local/device_posts.h"
+#include "daemon/local/worker_server_impl.h"
+
+namespace gravac::daemon::internal {
+
+void WorkerServerImpl::HandleMapDevice(Conn& conn, const v1::MapDevice& map) {
+  v1::DaemonMessage msg;
+  v1::Response* r = msg.mutable_response();
+  r->set_id(map.id());
+  auto answer = [&](const absl::Status& status) {
+    r->set_code(static_cast<int>(status.code()));
+    r->set_message(std::string(status.message()));
+    Send(conn, msg);
+  };
+  if (intake_ == nullptr) {
+    // The Welcome said so; a worker asking anyway stages.
+    r->set_stage(true);
+    return answer(absl::FailedPreconditionError(absl::StrFormat(
+        "rank %d: this gravacd maps no CUDA IPC handles (built without CUDA or no usable device)",
+        conn.rank)));
+  }
+  auto e = ExportFromProto(map.buffer(), conn.rank, "");
+  if (!e.ok()) return answer(e.status());
+  auto taken = intake_->Take(conn.local_rank, *e);
+  if (!taken.ok()) return answer(taken.status());
+  if (taken->staged) {
+    r->set_stage(true);
+    return answer(absl::FailedPreconditionError(
+        absl::StrFormat("rank %d: %s", conn.rank, taken->reason)));
+  }
+  if (options_.log != nullptr) {
+    GRAVAC_LOG(*options_.log, kInfo,
+               "rank %d: CUDA IPC handoff: mapped an allocation of %d bytes on device %d (%d "
+               "mappings open, %d opened in all)",
+               conn.rank, e->allocation_bytes, e->device, intake_->cache().size(),
+               intake_->cache().opens());
+  }
+  answer(absl::OkStatus());
+}
+
+void WorkerServerImpl::TakeDevicePost(Conn& conn, const v1::Request& request,
+                                      PostedRequest* post) {
+  post->on_device = true;
+  const v1::DeviceBuffer& b = request.device_buffer();
+  post->device = b.device();
+  post->ready_event = b.ready_event();
+  post->done_event = b.done_event();
+  if (intake_ == nullptr) {
+    post->device_status = absl::InvalidArgumentError(absl::StrFormat(
+        "rank %d, tensor '%s', field device_buffer: this gravacd maps no CUDA IPC handles (its "
+        "Welcome said so); stage the tensor through host memory",
+        conn.rank, request.name()));
+    return;
+  }
+  post->device_status = CheckDeviceRequest(request, conn.rank, conn.device);
+  if (!post->device_status.ok()) return;
+  auto e = ExportFromProto(b, conn.rank, request.name());
+  if (!e.ok()) {
+    post->device_status = e.status();
+    return;
+  }
+  auto mapped = intake_->Map(conn.local_rank, *e);
+  if (!mapped.ok()) {
+    post->device_status = absl::Status(
+        mapped.status().code(),
+        absl::StrFormat("rank %d, tensor '%s', field device_buffer: %s (a freed or foreign CUDA "
+                        "IPC handle)",
+                        conn.rank, request.name(), mapped.status().message()));
+    return;
+  }
+  post->mapped = *mapped;
+  if (conn.device < 0) conn.device = b.device();
+}
+
+absl::Status WorkerServerImpl::ReadDevicePosts(const std::string& name, Pending& pending) {
+  for (size_t lr = 0; lr < pending.posts.size(); ++lr) {
+    if (!pending.posts[lr].has_value() || !pending.posts[lr]->on_device) continue;
+    PostedRequest& post = *pending.posts[lr];
+    if (!post.device_status.ok()) return post.device_status;
+    post.host.resize(post.bytes);
+    absl::Status read = options_.device->Read(post.host.data(), post.mapped, post.bytes,
+                                              post.device, post.ready_event);
+    if (!read.ok()) {
+      return absl::Status(read.code(),
+                          absl::StrFormat("rank %d, tensor '%s', field device_buffer: reading it "
+                                          "failed: %s",
+                                          first_rank_ + static_cast<int>(lr), name,
+                                          read.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WorkerServerImpl::WriteDevicePost(const Conn& conn, const std::string& name,
+                                               const PostedRequest& post,
+                                               const std::vector<uint8_t>& data) {
+  absl::Status written =
+      options_.device->Write(post.mapped, data.data(), post.bytes, post.device, post.done_event);
+  if (written.ok()) return written;
+  return absl::Status(written.code(),
+                      absl::StrFormat("rank %d, tensor '%s', field device_buffer: writing the "
+                                      "result failed: %s",
+                                      conn.rank, name, written.message()));
+}
+
+}  // namespace gravac::daemon::internal
