@@ -11,6 +11,14 @@ import torch
 import gravac.torch as hvd
 
 
+def test_cuda_built_and_nccl_built_tell_the_truth():
+    expected = os.environ.get("TEST_GRAVAC_CUDA_BUILT")
+    if expected is None:
+        pytest.skip("run through CTest, which says whether libgravac was built with CUDA")
+    assert hvd.cuda_built() is (expected == "1")
+    assert hvd.nccl_built() is False  # gravacd exchanges tensors in host memory
+
+
 def wrap(value, bits):
     """`value` wrapped to a signed integer of `bits` bits (two's complement)."""
     span = 1 << bits

@@ -1,6 +1,7 @@
 // gravac._gravac: the Python extension over the C API (gravac/gravac.h). It knows nothing about
 // PyTorch: the pure-Python package (gravac.torch) passes raw data pointers, shapes and dtype codes
-// of contiguous CPU buffers and keeps the buffers alive until their requests complete.
+// of contiguous CPU buffers (or CUDA buffers, their device and stream, to
+// allreduce_device_async) and keeps the buffers alive until their requests complete.
 //
 // Errors: every failed call raises gravac._gravac.GravacError (a RuntimeError) whose message is
 // the C API's (the daemon's message for a failed request: it names the rank, tensor and field);
@@ -189,6 +190,28 @@ class Context {
     return std::make_unique<Request>(req);
   }
 
+  // gravac_allreduce_device_async: `in` and `out` are device pointers of CUDA device `device`,
+  // ordered on `stream` (a cudaStream_t as an integer; 0: the legacy default stream).
+  std::unique_ptr<Request> AllreduceDeviceAsync(const std::string& name, uintptr_t in,
+                                                uintptr_t out, const std::vector<int64_t>& shape,
+                                                int dtype, int op, int64_t step, int64_t samples,
+                                                bool compress,
+                                                const std::vector<int32_t>& process_set,
+                                                int device, uintptr_t stream) {
+    gravac_tensor_options options{step, samples, compress ? 1 : 0,
+                                  {process_set.data(), static_cast<int>(process_set.size())}};
+    if (op != GRAVAC_SUM && op != GRAVAC_AVERAGE) {
+      Raise(GRAVAC_ERR_INVALID, "tensor '" + name + "': unknown op " + std::to_string(op));
+    }
+    const gravac_device dev{device, AsPointer(stream)};
+    gravac_request* req = nullptr;
+    Check(gravac_allreduce_device_async(Checked(), name.c_str(), AsPointer(in), AsPointer(out),
+                                        shape.data(), static_cast<int>(shape.size()),
+                                        AsDtype(dtype), static_cast<gravac_op>(op), &options,
+                                        &dev, &req));
+    return std::make_unique<Request>(req);
+  }
+
   std::unique_ptr<Request> AllgatherAsync(const std::string& name, uintptr_t in,
                                           const std::vector<int64_t>& shape, int dtype,
                                           const std::vector<int32_t>& process_set) {
@@ -335,6 +358,8 @@ PYBIND11_MODULE(_gravac, m) {
       "Asks this node's daemon for this worker's place in the job's next membership (elastic "
       "jobs; expect_nodes: after a host update, the comma-separated nodes it should hold); returns a dict (version, run_id, rank, size, local_rank, local_size, node_rank, "
       "nodes, lost_nodes, added_nodes).");
+  m.def("cuda_built", [] { return gravac_cuda_built() != 0; },
+        "True when libgravac was built with CUDA (CUDA tensors go to gravacd by CUDA IPC).");
   m.def("dtype_size", [](int code) { return gravac_dtype_size(static_cast<gravac_dtype>(code)); });
   m.def("status_string", [](int code) {
     return std::string(gravac_status_string(static_cast<gravac_status>(code)));
@@ -371,6 +396,11 @@ PYBIND11_MODULE(_gravac, m) {
            py::arg("out"), py::arg("shape"), py::arg("dtype"), py::arg("op"), py::arg("step") = -1,
            py::arg("samples") = 0, py::arg("compress") = false,
            py::arg("process_set") = std::vector<int32_t>{})
+      .def("allreduce_device_async", &Context::AllreduceDeviceAsync, py::arg("name"),
+           py::arg("inp"), py::arg("out"), py::arg("shape"), py::arg("dtype"), py::arg("op"),
+           py::arg("step") = -1, py::arg("samples") = 0, py::arg("compress") = false,
+           py::arg("process_set") = std::vector<int32_t>{}, py::arg("device") = 0,
+           py::arg("stream") = uintptr_t{0})
       .def("allgather_async", &Context::AllgatherAsync, py::arg("name"), py::arg("inp"),
            py::arg("shape"), py::arg("dtype"), py::arg("process_set") = std::vector<int32_t>{})
       .def("broadcast_async", &Context::BroadcastAsync, py::arg("name"), py::arg("data"),

@@ -279,14 +279,23 @@ def gloo_built():
 
 
 def nccl_built():
-    """False: neither gravac.torch nor gravacd exchanges tensors over NCCL (issue 18)."""
+    """False: gravacd exchanges every tensor between nodes in host memory (UCX); its NCCL
+    transport is compiled but not used (issue 18)."""
     return False
 
 
 def cuda_built():
-    """False: gravac.torch copies CUDA tensors to host memory and gravacd compresses them with
-    its CPU kernels; no CUDA tensor reaches gravacd on the GPU yet (issue 18)."""
-    return False
+    """True when libgravac was built with CUDA: allreduces of CUDA tensors then go to gravacd
+    without a Python host copy (a CUDA IPC handle of the tensor and events on the current
+    stream; gravacd stages them through host memory itself when it cannot map them). False:
+    CUDA tensors are copied to host memory here."""
+    return bool(_gravac.cuda_built())
+
+
+def _device_path(context, tensor):
+    """Whether the allreduce of `tensor` goes to gravacd as a CUDA tensor (no host copy here)."""
+    return (tensor.device.type == "cuda" and _gravac.cuda_built()
+            and hasattr(context, "allreduce_device_async"))
 
 
 def mpi_enabled():
@@ -439,6 +448,10 @@ def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor
                          % (name, process_set.process_set_id))
     code = _dtype_code(tensor, name)
     in_place = output is tensor
+    if _device_path(context, tensor):
+        return _allreduce_device_async(context, tensor, in_place, name, code, op,
+                                       prescale_factor, postscale_factor, step, samples,
+                                       compress, ranks, process_set)
     buf = _host_buffer(tensor)
     if prescale_factor != 1.0:
         if in_place and _shares_memory(buf, tensor):
@@ -461,6 +474,38 @@ def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor
                 tensor.detach().copy_(out)
             return tensor
         return out if tensor.device.type == "cpu" else out.to(tensor.device)
+
+    return _state.add(_Pending(request, (buf, out, tensor), finish, name,
+                               process_set.process_set_id if ranks else 0))
+
+
+def _allreduce_device_async(context, tensor, in_place, name, code, op, prescale_factor,
+                            postscale_factor, step, samples, compress, ranks, process_set):
+    """_allreduce_async of a CUDA tensor: the tensor stays on its device; gravacd reads it after
+    the work queued on the current stream and the stream waits for the result at synchronize()."""
+    buf = tensor.detach()
+    if not buf.is_contiguous():
+        buf = buf.contiguous()
+    if prescale_factor != 1.0:
+        if in_place and buf.data_ptr() == tensor.data_ptr():
+            buf.copy_(_scaled(buf, prescale_factor))
+        else:
+            buf = _scaled(buf, prescale_factor).contiguous()
+    out = buf if in_place else torch.empty_like(buf, memory_format=torch.contiguous_format)
+    device = tensor.device.index if tensor.device.index is not None else torch.cuda.current_device()
+    stream = torch.cuda.current_stream(device).cuda_stream
+    request = _submit(name, lambda: context.allreduce_device_async(
+        name, buf.data_ptr(), out.data_ptr(), list(buf.shape), code, op, step, samples,
+        bool(compress), process_set=ranks, device=device, stream=stream))
+
+    def finish():
+        if postscale_factor != 1.0:
+            out.copy_(_scaled(out, postscale_factor))
+        if in_place:
+            if out.data_ptr() != tensor.data_ptr():
+                tensor.detach().copy_(out)
+            return tensor
+        return out
 
     return _state.add(_Pending(request, (buf, out, tensor), finish, name,
                                process_set.process_set_id if ranks else 0))
