@@ -588,7 +588,8 @@ absl::StatusOr<std::unique_ptr<ControllerServer>> ControllerServer::Start(
   if (!jobs.ok()) return jobs.status();
   server->jobs_ = *std::move(jobs);
   server->memberships_ =
-      std::make_unique<MembershipBook>(server->jobs_.get(), options.regroup_timeout, log);
+      std::make_unique<MembershipBook>(server->jobs_.get(), options.regroup_timeout, log,
+                                       options.new_node_wait);
   server->service_ = std::make_unique<ControllerService>(
       server->jobs_.get(), server->memberships_.get(), log, security, options.status_without_cert);
   // grpc.health.v1.Health for probes (Kubernetes' grpc probe): SERVING from the start; the

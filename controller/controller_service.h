@@ -109,6 +109,8 @@ struct ControllerServerOptions {
   // An elastic job's next membership forms without the nodes that did not ask for it this long
   // after the first one did (MembershipBook).
   absl::Duration regroup_timeout = absl::Seconds(10);
+  // After a host update, how long such a change waits for the nodes being added (MembershipBook).
+  absl::Duration new_node_wait = absl::Seconds(60);
   ObserverFactory observers;                          // per-job metrics; empty = none
   absl::Duration tick = absl::Milliseconds(5);       // join timeouts, delayed deliveries
   absl::Duration shutdown_grace = absl::Seconds(1);  // open streams get this long to end

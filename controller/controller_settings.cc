@@ -37,6 +37,11 @@ constexpr SettingSpec kServerSettings[] = {
      "elastic jobs: a membership change completes without the nodes of the old membership that "
      "did not ask for the new one this long after the first node did (they are lost)",
      SettingType::kDouble},
+    {"new_node_wait_s", "GRAVAC_NEW_NODE_WAIT_S", "60",
+     "elastic jobs after a host update (gravacrun --elastic-timeout): a membership change waits "
+     "this long after its first node asked for the nodes being added before it completes without "
+     "them (never less than regroup_timeout_s)",
+     SettingType::kDouble},
     {"join_timeout_s", "GRAVAC_JOIN_TIMEOUT_S", "120",
      "a join round fails when the job did not assemble this long after its first daemon",
      SettingType::kInt},
@@ -102,6 +107,12 @@ absl::StatusOr<ControllerServerOptions> OptionsFromSettings(const Settings& s, L
         absl::StrFormat("regroup_timeout_s: must be > 0, got %g", regroup));
   }
   o.regroup_timeout = absl::Seconds(regroup);
+  ASSIGN_OR_RETURN(double new_node_wait, s.GetDouble("new_node_wait_s"));
+  if (!(new_node_wait > 0) || new_node_wait > 1e6) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("new_node_wait_s: must be > 0, got %g", new_node_wait));
+  }
+  o.new_node_wait = absl::Seconds(new_node_wait);
   ASSIGN_OR_RETURN(int64_t join_timeout, s.GetInt("join_timeout_s"));
   c.join_timeout = absl::Seconds(join_timeout);
   ASSIGN_OR_RETURN(c.compressor, s.GetString("compressor"));

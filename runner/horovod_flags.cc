@@ -74,7 +74,7 @@ constexpr HorovodFlag kFlags[] = {
     {"host_discovery_script", true, Kind::kMap, "host_discovery_script"},
     {"reset_limit", true, Kind::kMap, "reset_limit"},
     {"blacklist_cooldown_range", true, Kind::kRefuse, kNoElastic},
-    {"elastic_timeout", true, Kind::kRefuse, kNoElastic},
+    {"elastic_timeout", true, Kind::kMap, "elastic_timeout_s"},
     {"output_filename", true, Kind::kRefuse,
      "gravacrun prints every rank's output with a [rank r] prefix; redirect gravacrun's output"},
     {"config_file", true, Kind::kRefuse, "write the settings as gravacrun flags"},

@@ -401,6 +401,10 @@ class Job {
       argv.push_back(
           StrCat("--regroup_timeout_s=", absl::ToDoubleSeconds(options_.regroup_timeout)));
     }
+    if (options_.elastic_timeout > absl::ZeroDuration()) {
+      argv.push_back(
+          StrCat("--new_node_wait_s=", absl::ToDoubleSeconds(options_.elastic_timeout)));
+    }
     std::vector<std::string> security =
         SecurityArgs({tls_.controller_cert}, {tls_.controller_key}, 0);
     argv.insert(argv.end(), security.begin(), security.end());

@@ -86,6 +86,11 @@ constexpr SettingSpec kOwnSettings[] = {
      "elastic job: a node that did not ask for the next membership this long after the first "
      "did is lost (the controller's regroup_timeout_s; 0 = its default, 10 s)",
      SettingType::kDouble},
+    {"elastic_timeout_s", "", "0",
+     "elastic job with --host-discovery-script: how long a membership change waits for the "
+     "workers of hosts being added before it goes on without them (Horovod's --elastic-timeout; "
+     "the controller's new_node_wait_s; 0 = its default, 60 s)",
+     SettingType::kDouble},
     {"host_discovery_script", "", "",
      "elastic job: a program printing the hosts to run on, one a line, 'host' or 'host:slots' "
      "(Horovod's); run about once a second: hosts that appear get a node (gravacd and workers, "
@@ -526,6 +531,11 @@ absl::StatusOr<RunnerOptions> ParseRunnerArgs(absl::Span<const char* const> args
   options.min_np = static_cast<int>(min_np);
   options.max_np = static_cast<int>(max_np);
   ASSIGN_OR_RETURN(options.regroup_timeout, Seconds(s, "regroup_timeout_s"));
+  ASSIGN_OR_RETURN(options.elastic_timeout, Seconds(s, "elastic_timeout_s"));
+  if (options.elastic_timeout > absl::ZeroDuration() && options.host_discovery_script.empty()) {
+    return absl::InvalidArgumentError(
+        "--elastic-timeout needs --host-discovery-script (it bounds the wait for added hosts)");
+  }
   return options;
 }
 

@@ -91,6 +91,9 @@ struct RunnerOptions {
   int min_np = 0;
   int max_np = 0;
   absl::Duration regroup_timeout = absl::ZeroDuration();
+  // With host discovery: how long a membership change waits for added hosts' workers (Horovod's
+  // --elastic-timeout; the controller's new_node_wait_s; zero = its default).
+  absl::Duration elastic_timeout = absl::ZeroDuration();
   // Growing and shrinking by host discovery (runner/host_discovery.h; launcher.h): the script's
   // absolute path ("" = none), the slots of a host printed without any, a run's time limit.
   std::string host_discovery_script;

@@ -64,6 +64,18 @@ TEST(ControllerSettings, DefaultsAreThePolicyAndJobDefaults) {
   EXPECT_EQ(o.coordinator.nodes, 1);
   EXPECT_EQ(o.coordinator.join_timeout, absl::Seconds(120));
   EXPECT_TRUE(o.coordinator.decision_delay.empty());
+  EXPECT_EQ(o.regroup_timeout, absl::Seconds(10));
+  EXPECT_EQ(o.new_node_wait, absl::Seconds(60));
+}
+
+TEST(ControllerSettings, NewNodeWaitReachesTheOptionsAndMustBePositive) {
+  ASSERT_OK_AND_ASSIGN(ControllerServerOptions o, Parse({"--new_node_wait_s=2.5"}));
+  EXPECT_EQ(o.new_node_wait, absl::Milliseconds(2500));
+  ASSERT_OK_AND_ASSIGN(o, Parse({}, {{"GRAVAC_NEW_NODE_WAIT_S", "90"}}));
+  EXPECT_EQ(o.new_node_wait, absl::Seconds(90));
+  EXPECT_THAT(Parse({"--new_node_wait_s=0"}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("new_node_wait_s: must be > 0, got 0")));
 }
 
 TEST(ControllerSettings, FlagsAndEnvironmentReachTheOptions) {

@@ -106,7 +106,9 @@ def main():
     env["OMP_NUM_THREADS"] = "1"
     base = [args.gravacrun, "-np", "4", "--min-np", "2", "--max-np", "6", "--verbose",
             "--host-discovery-script", discover, "--regroup_timeout_s", "3",
-            "--host_discovery_timeout_s", "2"]
+            "--host_discovery_timeout_s", "2",
+            # Horovod's spelling, through to the controller's wait for the added host's workers.
+            "--elastic-timeout", "45"]
     base += (["--link", args.link] if linked else []) + ["--"]
     worker = [sys.executable, os.path.abspath(args.script)] + args.script_args
 

@@ -93,6 +93,10 @@ TEST(HorovodFlagsTest, ElasticBoundsBecomeGravacrunsOwn) {
   EXPECT_THAT(t.args, ElementsAre("--host_discovery_script=d.sh", "--slots=2", "--", "python"));
   ASSERT_OK_AND_ASSIGN(t, Translate({"--reset-limit", "3", "python"}));
   EXPECT_THAT(t.args, ElementsAre("--reset_limit=3", "--", "python"));
+  ASSERT_OK_AND_ASSIGN(t, Translate({"--elastic-timeout", "120", "python"}));
+  EXPECT_THAT(t.args, ElementsAre("--elastic_timeout_s=120", "--", "python"));
+  EXPECT_THAT(Translate({"--blacklist-cooldown-range", "10", "100", "python"}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(HorovodFlagsTest, RefusesNamingTheFlagAndWhatToDo) {

@@ -139,6 +139,16 @@ TEST(ParseRunnerArgsTest, ElasticBounds) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("needs --min-np")));
   EXPECT_THAT(Parse({"-np", "4", "--min-np", "2", "--reset-limit", "-1", "--", "true"}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--reset-limit must be")));
+  EXPECT_EQ(o.elastic_timeout, absl::ZeroDuration());  // the controller's default
+  ASSERT_OK_AND_ASSIGN(o, Parse({"-np", "4", "--host-discovery-script", "/bin/true",
+                                 "--elastic_timeout_s", "30", "--", "true"}));
+  EXPECT_EQ(o.elastic_timeout, absl::Seconds(30));
+  EXPECT_THAT(Parse({"-np", "4", "--min-np", "2", "--elastic_timeout_s", "30", "--", "true"}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--elastic-timeout needs --host-discovery-script")));
+  EXPECT_THAT(Parse({"-np", "4", "--min-np", "2", "--elastic_timeout_s", "-1", "--", "true"}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--elastic_timeout_s must be >= 0")));
 }
 
 TEST(ParseRunnerArgsTest, ValidatesNpAndNodes) {
