@@ -95,7 +95,11 @@ def worker(args, mode, *extra):
 
 def scenario_decisions(args):
     steps = 60
-    rc, text, _ = run_job(args, POLICY + ["--decision_delay", "1:150"],
+    # Search periods of 12 steps: a candidate's gain is measured a window after its decision
+    # reached node 1 (150 ms late), and the guard's verdict needs a window at θ_min first; with
+    # 6-step periods θ_c could be used on the last step or not at all (CI saw θ 10 throughout).
+    policy = [x if x != "6" else "12" for x in POLICY]
+    rc, text, _ = run_job(args, policy + ["--decision_delay", "1:150"],
                           worker(args, "decisions", "--steps", str(steps), "--step_ms", "40",
                                  "--elements", "200000"), timeout=150)
     check(rc == 0, "gravacrun exited %s" % rc)
