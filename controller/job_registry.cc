@@ -1,6 +1,7 @@
 #include "controller/job_registry.h"
 
 #include <algorithm>
+#include <map>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -173,6 +174,8 @@ absl::StatusOr<bool> JobRegistry::Fail(const JobId& raw, const std::string& node
       it->second.ended = absl::Now();
       it->second.failure = failure;
       failing = it->second.coordinator;
+    } else {
+      unjoined_failures_[id] = absl::Now();
     }
   }
   if (options_.coordinator.log != nullptr) {
@@ -187,6 +190,9 @@ void JobRegistry::Tick(absl::Time now) {
   std::vector<std::shared_ptr<Handle>> forgotten;  // released outside the lock
   {
     absl::MutexLock lock(&mu_);
+    std::erase_if(unjoined_failures_, [&](const auto& entry) {
+      return now - entry.second > options_.retention;
+    });
     for (auto it = jobs_.begin(); it != jobs_.end();) {
       if (it->second.ended.has_value()) {
         if (now - *it->second.ended > options_.retention) {
@@ -251,11 +257,22 @@ JobSummaryInfo JobRegistry::Summarize(const JobId& id, const Job& job) const {
 
 std::vector<JobSummaryInfo> JobRegistry::List() const {
   std::vector<std::pair<JobId, Job>> jobs;
+  std::vector<JobSummaryInfo> out;
   {
     absl::MutexLock lock(&mu_);
     jobs.assign(jobs_.begin(), jobs_.end());
+    for (const auto& [id, when] : unjoined_failures_) {
+      auto failure = failures_.find(id);
+      if (failure == failures_.end()) continue;  // evicted with its run id
+      JobSummaryInfo s;
+      s.id = id;
+      s.state = JobState::kFailed;
+      s.started = when;
+      s.ended = when;
+      s.failure = failure->second;
+      out.push_back(std::move(s));
+    }
   }
-  std::vector<JobSummaryInfo> out;
   for (const auto& [id, job] : jobs) out.push_back(Summarize(id, job));
   std::stable_sort(out.begin(), out.end(), [](const JobSummaryInfo& a, const JobSummaryInfo& b) {
     return a.started < b.started;

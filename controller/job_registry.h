@@ -12,7 +12,9 @@
 //   - "failed" when one of its daemons reported that its part failed (Fail: a refused or crashed
 //     session); its pending joins and decision streams end at once with Aborted naming the job,
 //     the node and the reason, so the other nodes need not wait for the join timeout. A job not
-//     yet known is remembered as failed too. Failed counts as ended below;
+//     yet known (no node had joined: e.g. a daemon refused its first worker) is remembered as
+//     failed too, and listed as failed with no nodes until it is forgotten. Failed counts as
+//     ended below;
 //   - forgotten `retention` after its end (Tick). Its run id stays remembered as ended (up to
 //     `max_ended_ids` of them, the oldest go first), so a daemon naming it again is refused:
 //     a rerun of a name needs a new run id.
@@ -139,6 +141,9 @@ class JobRegistry {
   std::set<JobId> ended_ids_ ABSL_GUARDED_BY(mu_);
   // Why those of them that failed failed (evicted with ended_ids_).
   std::map<JobId, std::string> failures_ ABSL_GUARDED_BY(mu_);
+  // Jobs that failed before any node joined (no Job, no Coordinator): when, for List until
+  // `retention` after it.
+  std::map<JobId, absl::Time> unjoined_failures_ ABSL_GUARDED_BY(mu_);
   std::deque<JobId> ended_order_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -463,6 +463,18 @@ TEST(Gravacctl, ShowsAFailedJob) {
   daemon::JoinInfo late_info{"node-1", 1, 1, 2, "address-blob"};
   late_info.job = {"doomed", "r1"};
   EXPECT_THAT(late->Join(late_info), StatusIs(absl::StatusCode::kAborted, HasSubstr(failure)));
+  // A job refused on its first node, before any of its nodes joined, is listed as failed too.
+  ASSERT_OK_AND_ASSIGN(failed, reporter->FailJob({"stillborn", "r7"}, "node-1", 1,
+                                                 absl::FailedPreconditionError(
+                                                     "this daemon serves --jobs a,b only"),
+                                                 absl::Seconds(5)));
+  EXPECT_TRUE(failed);
+  jobs = RunCommand(ctl + "jobs");
+  EXPECT_THAT(jobs.output, ::testing::ContainsRegex("stillborn +r7 +failed +0/0"));
+  EXPECT_THAT(jobs.output, HasSubstr("job 'stillborn' run 'r7' failed on node 'node-1' (node "
+                                     "rank 1): this daemon serves --jobs a,b only\n"));
+  EXPECT_THAT(RunCommand(ctl + "status --job stillborn").output,
+              HasSubstr("name:       stillborn, run r7, failed\n"));
 
   steady->Shutdown();
   ASSERT_OK_AND_ASSIGN(int exit_status, StopController(controller));

@@ -167,6 +167,16 @@ TEST(JobRegistryTest, AFailedNodeFailsItsJobAtOnceAndOnlyIt) {
               StatusIs(absl::StatusCode::kAborted,
                        AllOf(HasSubstr("job 'c' run '1' failed on node 'n3'"),
                              HasSubstr("no workers"))));
+  // ... and listed as failed (no nodes, no steps) until `retention` after its failure.
+  ASSERT_OK_AND_ASSIGN(s, jobs->Status("c", "1"));
+  EXPECT_EQ(s.state, JobState::kFailed);
+  EXPECT_THAT(s.failure, HasSubstr("failed on node 'n3': no workers"));
+  EXPECT_EQ(s.status.joined_nodes, 0);
+  EXPECT_EQ(s.status.steps_observed, 0);
+  ASSERT_TRUE(s.ended.has_value());
+  EXPECT_EQ(jobs->List().size(), 3u);
+  jobs->Tick(*s.ended + absl::Seconds(29));
+  EXPECT_EQ(jobs->List().size(), 3u);
   // A job that ended normally is not failed afterwards.
   ASSERT_OK_AND_ASSIGN(bool ended, jobs->Leave({"b", "1"}, 0));
   ASSERT_OK_AND_ASSIGN(ended, jobs->Leave({"b", "1"}, 1));
@@ -177,6 +187,12 @@ TEST(JobRegistryTest, AFailedNodeFailsItsJobAtOnceAndOnlyIt) {
   EXPECT_EQ(s.state, JobState::kEnded);
   EXPECT_THAT(jobs->Fail({"a b", "1"}, "n0", 0, "x"),
               StatusIs(absl::StatusCode::kInvalidArgument));
+  // Past retention every ended job is forgotten, the one that never had a node too; its run id
+  // stays refused.
+  jobs->Tick(absl::Now() + absl::Seconds(31));
+  EXPECT_THAT(jobs->Status("c", "1"), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_TRUE(jobs->List().empty());
+  EXPECT_THAT(jobs->ForJoin({"c", "1"}, 2), StatusIs(absl::StatusCode::kAborted));
 }
 
 }  // namespace gravac::controller
