@@ -11,9 +11,13 @@ workers, each node in its own network namespace, --min-np 2):
      commit, finish every epoch with identical replicas (the script checks them with an
      allgather) and reach an accuracy within --max-accuracy-drop of run 1; gravacrun must exit 0.
 
+With --kill worker, step 2 kills only node 1's local rank 0 (a worker, not its gravacd, which
+lives on): the 3 survivors must regroup into a membership of 3 ranks in which node 1's remaining
+worker is rank 2, local rank 0 of 1 (dense local ranks), and its gravacd must still be running.
+
 Prints the time from the kill to the survivors training again (rank 0's reset callback, which
 runs once the new membership is formed and the state synced) as
-"ELASTIC_SHRINK_OK ... fault to training again X s". With --min-np 3 instead (--expect-end), the
+"ELASTIC_SHRINK_OK ... fault to training again X s" (ELASTIC_WORKER_LOST_OK with --kill worker). With --min-np 3 instead (--expect-end), the
 job must end with an error naming the lost node. With --link (the default) it needs root
 (network namespaces) and exits 77 (skip) otherwise; --link none runs the nodes in this namespace
 and finds node 1's processes by their command line and environment instead.
@@ -30,6 +34,27 @@ import threading
 import time
 
 SKIP = 77
+
+
+def local_rank_of(pid):
+    """GRAVAC_LOCAL_RANK of a worker process (None for another process or a gone one)."""
+    try:
+        with open("/proc/%s/environ" % pid, "rb") as f:
+            env = f.read().split(b"\0")
+    except OSError:
+        return None
+    for entry in env:
+        if entry.startswith(b"GRAVAC_LOCAL_RANK="):
+            return int(entry.split(b"=", 1)[1])
+    return None
+
+
+def alive(pid):
+    try:
+        with open("/proc/%s/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def node_processes(run_id, node):
@@ -126,6 +151,8 @@ def main():
     parser.add_argument("--link", default="1gbit",
                         help="emulated link rate; 'none': all nodes in this namespace (no root)")
     parser.add_argument("--min-np", type=int, default=2)
+    parser.add_argument("--kill", choices=("node", "worker"), default="node",
+                        help="node: every process of node 1; worker: only its local rank 0")
     parser.add_argument("--expect-end", action="store_true",
                         help="the loss leaves fewer than --min-np ranks: the job must end")
     parser.add_argument("--max-accuracy-drop", type=float, default=0.005)
@@ -177,6 +204,15 @@ def main():
     else:
         where = "run %s" % started[1].group(1)
         pids = node_processes(started[1].group(1), 1)
+    workers = [p for p in pids if local_rank_of(p) is not None]
+    others = [p for p in pids if p not in workers]  # the gravacd (and any helper of the node)
+    if args.kill == "worker":
+        if len(workers) != 2 or not others:
+            job.finish(5)
+            print("FAIL: node 1 had workers %s and other processes %s, want 2 workers and its "
+                  "gravacd" % (workers, others))
+            return 1
+        pids = [p for p in workers if local_rank_of(p) == 0]
     mark = len(job.lines)
     for pid in pids:
         try:
@@ -188,7 +224,7 @@ def main():
         pass  # the survivors go on into epoch 2 and find node 1 gone
     print("killed %d processes of node 1 (%s): %s" % (len(pids), where, " ".join(pids)),
           flush=True)
-    if len(pids) < 3:
+    if args.kill == "node" and len(pids) < 3:
         job.finish(5)
         print("FAIL: node 1 had %d processes, want its gravacd and 2 workers" % len(pids))
         return 1
@@ -205,20 +241,42 @@ def main():
               "lost node" % (time.monotonic() - fault, code))
         return 0
 
-    resumed = job.wait_for(r"\[rank 0\] reset: 2 ranks, resuming", args.timeout, after=mark)
+    size = 2 if args.kill == "node" else 3
+    resumed = job.wait_for(r"\[rank 0\] reset: %d ranks, resuming" % size, args.timeout,
+                           after=mark)
+    daemon_alive = all(alive(p) for p in others)  # node 1's gravacd, once training again
     code = job.finish(args.timeout)
     os.unlink(hold_file)
-    final = job.wait_for(r"\[rank 0\] final: accuracy ([0-9.]+), 2 replicas identical", 1,
-                         after=mark)
+    final = job.wait_for(r"\[rank 0\] final: accuracy ([0-9.]+), %d replicas identical" % size,
+                         1, after=mark)
     if resumed is None or final is None or code != 0:
-        print("FAIL: the survivors did not finish as 2 ranks with identical replicas (exit %s, "
-              "resumed %s)" % (code, resumed is not None))
+        print("FAIL: the survivors did not finish as %d ranks with identical replicas (exit %s, "
+              "resumed %s)" % (size, code, resumed is not None))
         return 1
+    if args.kill == "worker":
+        # Node 0 keeps its 2 ranks; node 1's survivor (launched as its local rank 1) is rank 2,
+        # local rank 0 of 1; its gravacd lived on; gravacrun counted the worker as lost.
+        want = ["placement: rank 0 of 3, local rank 0 of 2",
+                "placement: rank 1 of 3, local rank 1 of 2",
+                "placement: rank 2 of 3, local rank 0 of 1",
+                "was killed by signal 9"]
+        missing = [w for w in want if job.wait_for(re.escape(w), 1, after=mark) is None]
+        if missing or not daemon_alive:
+            print("FAIL: after the loss of node 1's local rank 0: missing %s; node 1's gravacd "
+                  "%s" % (missing, "alive" if daemon_alive else "DEAD"))
+            return 1
     accuracy = float(final[1].group(1))
     if abs(accuracy - reference) > args.max_accuracy_drop:
         print("FAIL: accuracy %.4f after the loss vs %.4f uninterrupted (> %.3f apart)"
               % (accuracy, reference, args.max_accuracy_drop))
         return 1
+    if args.kill == "worker":
+        print("ELASTIC_WORKER_LOST_OK: node 1's local rank 0 killed after epoch 1 (its gravacd "
+              "lived on); the 3 survivors regrouped (node 1's survivor: rank 2, local rank 0 of "
+              "1) and finished with identical replicas, accuracy %.4f vs %.4f uninterrupted; "
+              "fault to training again %.2f s" % (accuracy, reference, resumed[0] - fault),
+              flush=True)
+        return 0
     print("ELASTIC_SHRINK_OK: node 1 killed after epoch 1; the 2 survivors finished with "
           "identical replicas, accuracy %.4f vs %.4f uninterrupted; fault to training again "
           "%.2f s" % (accuracy, reference, resumed[0] - fault), flush=True)

@@ -152,6 +152,10 @@ def main():
         # After a reset the world may have another size (an elastic job that lost a node).
         for param_group in optimizer.param_groups:
             param_group["lr"] = args.lr * hvd.size()
+        # Every rank says where the new membership placed it (its local rank among its node's
+        # survivors), so the launcher's log shows the regrouped world.
+        print("placement: rank %d of %d, local rank %d of %d"
+              % (hvd.rank(), hvd.size(), hvd.local_rank(), hvd.local_size()), flush=True)
         if hvd.rank() == 0:
             print("reset: %d ranks, resuming at epoch %d after %d committed samples"
                   % (hvd.size(), state.epoch, state.train_sampler.processed_num), flush=True)
