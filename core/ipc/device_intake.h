@@ -37,9 +37,11 @@ class DeviceIntake {
 
   // A request's buffer, after the worker's MapDevice: the cached mapping (or a new one), else
   // the error naming the worker and field (malformed, or a handle that cannot be opened: freed,
-  // foreign). No staging: a worker only sends requests for allocations gravacd mapped.
-  absl::StatusOr<void*> Map(int worker, const DeviceBufferExport& e) {
-    return cache_.Map(worker, e);
+  // foreign). No staging: a worker only sends requests for allocations gravacd mapped. The
+  // answer's pin keeps the mapping open (not evicted for the cache's bound) while the request
+  // holds it.
+  absl::StatusOr<MappingCache::Pinned> Map(int worker, const DeviceBufferExport& e) {
+    return cache_.MapPinned(worker, e);
   }
 
   // The worker disconnected: its mappings are closed and its "said once" forgotten.

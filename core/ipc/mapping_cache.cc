@@ -43,21 +43,26 @@ void MappingCache::DropOverlapping(int worker, uint64_t base, uint64_t bytes) {
   }
 }
 
-void MappingCache::DropLeastRecentlyUsed() {
-  auto oldest = mappings_.begin();
+bool MappingCache::DropLeastRecentlyUsed() {
+  auto oldest = mappings_.end();
   for (auto it = mappings_.begin(); it != mappings_.end(); ++it) {
-    if (it->second.last_use < oldest->second.last_use) oldest = it;
+    if (it->second.pin.use_count() > 1) continue;  // a request is using it
+    if (oldest == mappings_.end() || it->second.last_use < oldest->second.last_use) oldest = it;
   }
-  if (oldest != mappings_.end()) Erase(oldest);
+  if (oldest == mappings_.end()) return false;
+  Erase(oldest);
+  return true;
 }
 
-absl::StatusOr<void*> MappingCache::Map(int worker, const DeviceBufferExport& e) {
+absl::StatusOr<std::map<MappingCache::Key, MappingCache::Mapping>::iterator> MappingCache::Find(
+    int worker, const DeviceBufferExport& e) {
   RETURN_IF_ERROR(ValidateExport(worker, e));
   auto it = mappings_.find(Key{worker, e.base_address});
   if (it == mappings_.end() || !Matches(it->second, e)) {
     // Whatever this worker had mapped in the new allocation's range was freed.
     DropOverlapping(worker, e.base_address, e.allocation_bytes);
-    while (mappings_.size() >= max_mappings_) DropLeastRecentlyUsed();
+    while (mappings_.size() >= max_mappings_ && DropLeastRecentlyUsed()) {
+    }
     ++opens_;
     absl::StatusOr<void*> base = opener_->Open(e);
     if (!base.ok()) {
@@ -77,7 +82,18 @@ absl::StatusOr<void*> MappingCache::Map(int worker, const DeviceBufferExport& e)
     it = mappings_.emplace(Key{worker, e.base_address}, std::move(m)).first;
   }
   it->second.last_use = ++clock_;
+  return it;
+}
+
+absl::StatusOr<void*> MappingCache::Map(int worker, const DeviceBufferExport& e) {
+  ASSIGN_OR_RETURN(auto it, Find(worker, e));
   return static_cast<char*>(it->second.base) + e.offset;
+}
+
+absl::StatusOr<MappingCache::Pinned> MappingCache::MapPinned(int worker,
+                                                            const DeviceBufferExport& e) {
+  ASSIGN_OR_RETURN(auto it, Find(worker, e));
+  return Pinned{static_cast<char*>(it->second.base) + e.offset, it->second.pin};
 }
 
 void MappingCache::DropWorker(int worker) {

@@ -13,6 +13,10 @@
 // new allocation's, belongs to a freed block: it is closed and dropped before the new one is
 // opened. At most `max_mappings` are kept; beyond that the least recently used is closed (a
 // worker that frees blocks whose addresses never come back cannot grow the cache without bound).
+// A mapping that a request still holds (MapPinned) is never closed for the bound: closing it
+// would unmap the buffer under gravacd's pending reads and writes (a CUDA error). The cache may
+// then exceed the bound until the requests end. The rules for freed blocks and disconnected
+// workers close it even then: the worker itself gave the buffer up.
 //
 // The driver calls go through a MemHandleOpener (CudaIpcOpener in cuda_ipc.h; tests use fakes),
 // so the rules above are tested without a GPU.
@@ -25,6 +29,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -62,6 +67,14 @@ class MappingCache {
   // (nothing is cached then, and stale mappings it replaced stay closed).
   absl::StatusOr<void*> Map(int worker, const DeviceBufferExport& e);
 
+  // A buffer mapped for a request: `data` as Map returns it, and `pin`, which keeps the mapping
+  // from being closed for the bound while any copy of it lives (drop it when the request ends).
+  struct Pinned {
+    void* data = nullptr;
+    std::shared_ptr<const void> pin;
+  };
+  absl::StatusOr<Pinned> MapPinned(int worker, const DeviceBufferExport& e);
+
   // Closes every mapping of `worker` (it disconnected).
   void DropWorker(int worker);
 
@@ -77,13 +90,18 @@ class MappingCache {
     std::string handle;  // the kCudaIpcHandleBytes of the export that opened it
     void* base = nullptr;
     uint64_t last_use = 0;
+    // Copies handed out by MapPinned; use_count() > 1 while a request holds one.
+    std::shared_ptr<const void> pin = std::make_shared<const char>(0);
   };
   using Key = std::pair<int, uint64_t>;  // (worker, base address in the worker)
 
   bool Matches(const Mapping& m, const DeviceBufferExport& e) const;
   // Closes the mappings of `worker` whose range overlaps [base, base + bytes).
   void DropOverlapping(int worker, uint64_t base, uint64_t bytes);
-  void DropLeastRecentlyUsed();
+  // Closes the least recently used mapping no request holds; false when every one is held.
+  bool DropLeastRecentlyUsed();
+  // Map's lookup or open; the mapping's entry.
+  absl::StatusOr<std::map<Key, Mapping>::iterator> Find(int worker, const DeviceBufferExport& e);
   std::map<Key, Mapping>::iterator Erase(std::map<Key, Mapping>::iterator it);
 
   MemHandleOpener* opener_;

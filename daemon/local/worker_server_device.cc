@@ -72,7 +72,8 @@ void WorkerServerImpl::TakeDevicePost(Conn& conn, const v1::Request& request,
                         conn.rank, request.name(), mapped.status().message()));
     return;
   }
-  post->mapped = *mapped;
+  post->mapped = mapped->data;
+  post->pin = std::move(mapped->pin);
   if (conn.device < 0) conn.device = b.device();
 }
 

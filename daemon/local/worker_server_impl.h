@@ -66,6 +66,7 @@ class WorkerServerImpl : public std::enable_shared_from_this<WorkerServerImpl> {
     // carries the error instead (the tensor then fails on every rank).
     bool on_device = false;
     void* mapped = nullptr;
+    std::shared_ptr<const void> pin;  // keeps `mapped` open until the post is dropped
     int device = -1;
     std::string ready_event, done_event;
     std::vector<uint8_t> host;

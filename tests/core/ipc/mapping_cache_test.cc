@@ -4,6 +4,7 @@
 // The same cache over real cudaIpcOpenMemHandle is cuda_ipc_map_test.cc (gpu).
 #include "core/ipc/mapping_cache.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -178,6 +179,45 @@ TEST(MappingCacheTest, TheLeastRecentlyUsedMappingGoesBeyondTheBound) {
   ASSERT_OK_AND_ASSIGN(void* a_again, cache.Map(0, Export(0x1000000, 0x1000, 1)));
   EXPECT_EQ(a_again, a);
   EXPECT_EQ(cache.opens(), 3);
+}
+
+TEST(MappingCacheTest, AMappingARequestHoldsIsNotClosedForTheBound) {
+  FakeOpener opener;
+  MappingCache cache(&opener, 2);
+  ASSERT_OK_AND_ASSIGN(MappingCache::Pinned held, cache.MapPinned(0, Export(0x1000000, 0x1000, 1)));
+  ASSERT_THAT(cache.Map(0, Export(0x2000000, 0x1000, 2)).status(), IsOk());
+  // The held mapping is the least recently used, but a request is reading it: the other goes.
+  ASSERT_THAT(cache.Map(0, Export(0x3000000, 0x1000, 3)).status(), IsOk());
+  ASSERT_EQ(opener.closed().size(), 1u);
+  EXPECT_NE(opener.closed()[0], held.data);
+  // With every mapping held, the cache goes past its bound instead of unmapping one.
+  ASSERT_OK_AND_ASSIGN(MappingCache::Pinned second,
+                       cache.MapPinned(0, Export(0x3000000, 0x1000, 3)));
+  ASSERT_OK_AND_ASSIGN(MappingCache::Pinned third,
+                       cache.MapPinned(0, Export(0x4000000, 0x1000, 4)));
+  EXPECT_EQ(cache.size(), 3u);
+  EXPECT_EQ(opener.closed().size(), 1u);
+  EXPECT_EQ(opener.open_count(), 3u);
+  // A pin copied (the request moved on) still holds; once every request dropped it, the next
+  // open closes the least recently used again and the cache is back within its bound.
+  MappingCache::Pinned copy = held;
+  held = {};
+  second = {};
+  third = {};
+  ASSERT_THAT(cache.Map(0, Export(0x5000000, 0x1000, 5)).status(), IsOk());
+  // 0x3000000 and 0x4000000 went; `copy` holds the first.
+  EXPECT_EQ(cache.size(), 2u);
+  EXPECT_EQ(opener.closed().size(), 3u);
+  EXPECT_EQ(std::count(opener.closed().begin(), opener.closed().end(), copy.data), 0);
+  copy = {};
+  ASSERT_THAT(cache.Map(0, Export(0x6000000, 0x1000, 6)).status(), IsOk());
+  EXPECT_EQ(cache.size(), 2u);
+  EXPECT_EQ(opener.closed().size(), 4u);
+  // A freed block is closed even while pinned: the worker gave it up itself.
+  ASSERT_OK_AND_ASSIGN(MappingCache::Pinned pinned,
+                       cache.MapPinned(0, Export(0x6000000, 0x1000, 6)));
+  ASSERT_THAT(cache.Map(0, Export(0x6000000, 0x1000, 7)).status(), IsOk());
+  EXPECT_EQ(opener.closed().back(), pinned.data);
 }
 
 TEST(MappingCacheTest, DestructionClosesEveryMapping) {
