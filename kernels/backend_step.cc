@@ -18,41 +18,78 @@ absl::StatusOr<TopKStep> TopKStep::Create(CompressionBackend* backend, int64_t n
   step.backend_ = backend;
   step.n_ = n;
   const size_t floats = static_cast<size_t>(n) * sizeof(float);
-  const size_t ints = static_cast<size_t>(n) * sizeof(int32_t);
   ASSIGN_OR_RETURN(step.residual_, backend->Allocate(floats));
   ASSIGN_OR_RETURN(step.p_, backend->Allocate(floats));
-  ASSIGN_OR_RETURN(step.idx_min_, backend->Allocate(ints));
-  ASSIGN_OR_RETURN(step.val_min_, backend->Allocate(floats));
-  ASSIGN_OR_RETURN(step.idx_c_, backend->Allocate(ints));
-  ASSIGN_OR_RETURN(step.val_c_, backend->Allocate(floats));
+  // The messages grow to the largest count selected (Select), so that a step at θ_min = 100
+  // holds about 2% of n for them rather than n elements each.
+  ASSIGN_OR_RETURN(step.idx_min_, backend->Allocate(0));
+  ASSIGN_OR_RETURN(step.val_min_, backend->Allocate(0));
+  ASSIGN_OR_RETURN(step.idx_c_, backend->Allocate(0));
+  ASSIGN_OR_RETURN(step.val_c_, backend->Allocate(0));
   return step;
 }
 
 absl::Status TopKStep::Compress(const float* grad, int64_t k_min, int64_t k_c, Norms* norms) {
-  compressed_ = false;
   if (k_c < 0 || k_min < k_c) {
+    compensated_ = selected_min_ = selected_c_ = false;
     return absl::InvalidArgumentError(
         absl::StrFormat("TopKStep: needs 0 <= k_c <= k_min, got k_min = %d, k_c = %d", k_min, k_c));
   }
-  RETURN_IF_ERROR(backend_->Compensate(grad, residual_->floats(), p_->floats(), n_));
-  count_min_ = std::min(k_min, n_);
-  count_c_ = std::min(k_c, n_);
-  RETURN_IF_ERROR(
-      backend_->TopK(p_->floats(), n_, count_min_, idx_min_->ints(), val_min_->floats()));
-  RETURN_IF_ERROR(backend_->TopK(p_->floats(), n_, count_c_, idx_c_->ints(), val_c_->floats()));
-  if (norms != nullptr) {
-    ASSIGN_OR_RETURN(double grad_sq, backend_->SumSquares(grad, n_));
-    ASSIGN_OR_RETURN(double min_sq, backend_->SumSquares(val_min_->floats(), count_min_));
-    ASSIGN_OR_RETURN(double c_sq, backend_->SumSquares(val_c_->floats(), count_c_));
-    *norms = Norms{std::sqrt(grad_sq), std::sqrt(min_sq), std::sqrt(c_sq)};
+  absl::Status status = Compensate(grad);
+  if (status.ok()) status = Select(Level::kMin, k_min);
+  if (status.ok()) status = Select(Level::kCandidate, k_c);
+  if (status.ok() && norms != nullptr) {
+    absl::StatusOr<double> grad_sq = backend_->SumSquares(grad, n_);
+    absl::StatusOr<double> min_sq = backend_->SumSquares(val_min_->floats(), count_min_);
+    absl::StatusOr<double> c_sq = backend_->SumSquares(val_c_->floats(), count_c_);
+    for (const absl::Status& s : {grad_sq.status(), min_sq.status(), c_sq.status()}) {
+      if (status.ok()) status = s;
+    }
+    if (status.ok()) *norms = Norms{std::sqrt(*grad_sq), std::sqrt(*min_sq), std::sqrt(*c_sq)};
   }
-  compressed_ = true;
+  // A failed Compress leaves nothing to commit.
+  if (!status.ok()) compensated_ = selected_min_ = selected_c_ = false;
+  return status;
+}
+
+absl::Status TopKStep::Compensate(const float* grad) {
+  compensated_ = selected_min_ = selected_c_ = false;
+  RETURN_IF_ERROR(backend_->Compensate(grad, residual_->floats(), p_->floats(), n_));
+  compensated_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status TopKStep::Select(Level level, int64_t k) {
+  if (!compensated_) {
+    return absl::FailedPreconditionError("TopKStep: Select without a successful Compensate");
+  }
+  if (k < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat("TopKStep: needs k >= 0, got %d", k));
+  }
+  const bool min = level == Level::kMin;
+  bool& selected = min ? selected_min_ : selected_c_;
+  int64_t& count = min ? count_min_ : count_c_;
+  selected = false;
+  count = std::min(k, n_);
+  std::unique_ptr<BackendMemory>& idx = min ? idx_min_ : idx_c_;
+  std::unique_ptr<BackendMemory>& val = min ? val_min_ : val_c_;
+  const size_t bytes = static_cast<size_t>(count) * sizeof(float);  // = count * sizeof(int32_t)
+  if (idx->bytes() < bytes || val->bytes() < bytes) {
+    count = 0;
+    ASSIGN_OR_RETURN(idx, backend_->Allocate(bytes));
+    ASSIGN_OR_RETURN(val, backend_->Allocate(bytes));
+  }
+  count = std::min(k, n_);
+  RETURN_IF_ERROR(backend_->TopK(p_->floats(), n_, count, idx->ints(), val->floats()));
+  selected = true;
   return absl::OkStatus();
 }
 
 absl::Status TopKStep::Commit(Level sent) {
-  if (!compressed_) {
-    return absl::FailedPreconditionError("TopKStep: Commit without a successful Compress");
+  const bool selected = sent == Level::kMin ? selected_min_ : selected_c_;
+  if (!compensated_ || !selected) {
+    return absl::FailedPreconditionError(
+        "TopKStep: Commit without a successful Compress (or Compensate and Select of the level)");
   }
   Message m = sent == Level::kMin ? at_min() : at_candidate();
   // e = p - sent, in p's buffer, which then becomes the residual.
@@ -60,16 +97,16 @@ absl::Status TopKStep::Commit(Level sent) {
       backend_->UpdateResidual(p_->floats(), n_, m.indices, m.values, m.count, p_->floats()));
   RETURN_IF_ERROR(backend_->Synchronize());
   std::swap(residual_, p_);
-  compressed_ = false;
+  compensated_ = selected_min_ = selected_c_ = false;
   return absl::OkStatus();
 }
 
 absl::Status TopKStep::CommitDense() {
-  if (!compressed_) {
-    return absl::FailedPreconditionError("TopKStep: CommitDense without a successful Compress");
+  if (!compensated_) {
+    return absl::FailedPreconditionError("TopKStep: CommitDense without a successful Compensate");
   }
   RETURN_IF_ERROR(backend_->Zero(residual_->data(), static_cast<size_t>(n_) * sizeof(float)));
-  compressed_ = false;
+  compensated_ = selected_min_ = selected_c_ = false;
   return absl::OkStatus();
 }
 

@@ -10,6 +10,14 @@
 //   ... send step.at_min() or step.at_candidate() (or p, dense) ...
 //   RETURN_IF_ERROR(step.Commit(TopKStep::Level::kMin));         // e = p - sent
 //
+// A caller that sends one level before it computes the other (the daemon's engine overlaps that
+// work with the exchange) runs Compress's parts itself:
+//
+//   RETURN_IF_ERROR(step.Compensate(grad));                     // p = g + e
+//   RETURN_IF_ERROR(step.Select(TopKStep::Level::kMin, k_min)); // the top k_min of p
+//   ... send step.at_min() ...
+//   RETURN_IF_ERROR(step.Commit(TopKStep::Level::kMin));
+//
 // It gives, bit for bit, the residual and messages of kernels::cpu::ErrorFeedback and the topk
 // compressor, on either backend.
 //
@@ -50,15 +58,24 @@ class TopKStep {
   // (naming the first bad index) or bad counts; the residual is unchanged on error.
   absl::Status Compress(const float* grad, int64_t k_min, int64_t k_c, Norms* norms);
 
+  // Compress in parts. Compensate: p = grad + e (grad as for Compress); forgets both messages.
+  absl::Status Compensate(const float* grad);
+  // The top min(k, n) of p (k >= 0) into `level`'s message, after Compensate. A level names a
+  // message buffer: a caller may select either at any k (e.g. a level sent at a θ that is
+  // neither θ_min nor θ_c). kInvalidArgument for non-finite p (naming the first bad index) or
+  // k < 0; the message is then not selected and the residual unchanged.
+  absl::Status Select(Level level, int64_t k);
+
   Message at_min() const { return Message{idx_min_->ints(), val_min_->floats(), count_min_}; }
   Message at_candidate() const { return Message{idx_c_->ints(), val_c_->floats(), count_c_}; }
   const float* p() const { return p_->floats(); }
   const float* residual() const { return residual_->floats(); }
   int64_t size() const { return n_; }
 
-  // e = p - sent for the level that was sent (after Compress).
+  // e = p - sent for the level that was sent (after Compress, or Compensate and Select of that
+  // level); kFailedPrecondition otherwise.
   absl::Status Commit(Level sent);
-  // e = 0: p was sent dense.
+  // e = 0: p was sent dense (after Compensate); kFailedPrecondition otherwise.
   absl::Status CommitDense();
 
  private:
@@ -69,7 +86,9 @@ class TopKStep {
   std::unique_ptr<BackendMemory> residual_, p_, idx_min_, val_min_, idx_c_, val_c_;
   int64_t count_min_ = 0;
   int64_t count_c_ = 0;
-  bool compressed_ = false;
+  bool compensated_ = false;   // p holds g + e of the current step
+  bool selected_min_ = false;  // the messages hold selections of that p
+  bool selected_c_ = false;
 };
 
 }  // namespace gravac::kernels

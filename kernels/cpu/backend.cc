@@ -36,7 +36,7 @@ absl::Status CheckCount(const char* call, const char* what, int64_t count) {
 
 class CpuBackend : public CompressionBackend {
  public:
-  explicit CpuBackend(ThreadPool* pool) : pool_(pool) {}
+  explicit CpuBackend(ThreadPool* pool) : selector_(pool) {}
 
   std::string_view name() const override { return "cpu"; }
   MemoryType memory_type() const override { return MemoryType::kHost; }
@@ -68,7 +68,10 @@ class CpuBackend : public CompressionBackend {
   absl::Status TopK(const float* p, int64_t n, int64_t k, int32_t* indices,
                     float* values) override {
     if (absl::Status s = CheckCount("TopK", "n", n); !s.ok()) return s;
-    if (absl::Status s = cpu::TopK(absl::MakeConstSpan(p, n), k, pool_, &indices_, &values_);
+    // cpu::TopK's selection, with the Selector's scratch kept between calls (a step of the
+    // daemon's engine allocates nothing once its buffers exist).
+    if (absl::Status s =
+            selector_.TopK(absl::MakeConstSpan(p, n), k, "(unnamed)", &indices_, &values_);
         !s.ok()) {
       return s;
     }
@@ -103,7 +106,7 @@ class CpuBackend : public CompressionBackend {
   absl::Status Synchronize() override { return absl::OkStatus(); }
 
  private:
-  ThreadPool* pool_;
+  Selector selector_;
   std::vector<int32_t> indices_;  // TopK's output before it is copied out
   std::vector<float> values_;
 };

@@ -5,6 +5,7 @@
 // against this one is backend_twin_test.cc (gpu).
 #include "kernels/backend.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -101,6 +102,52 @@ TEST(CompressionBackendTest, TopKStepMatchesTheCpuEngineBitForBit) {
     EXPECT_THAT(std::vector<float>(step.residual(), step.residual() + n),
                 ElementsAreArray(reference.residual()))
         << "step " << s;
+  }
+}
+
+// Compress in parts (Compensate, Select of each level, as the daemon's engine runs it): the same
+// messages and residual as Compress, a level selected at any k (larger ones grow the message),
+// and no commit of a level that was not selected.
+TEST(CompressionBackendTest, TopKStepInPartsMatchesCompress) {
+  constexpr int64_t n = 5000;
+  std::unique_ptr<CompressionBackend> backend = cpu::MakeCpuBackend(nullptr);
+  ASSERT_OK_AND_ASSIGN(TopKStep whole, TopKStep::Create(backend.get(), n));
+  ASSERT_OK_AND_ASSIGN(TopKStep parts, TopKStep::Create(backend.get(), n));
+  EXPECT_THAT(parts.Select(TopKStep::Level::kMin, 10),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  for (int s = 0; s < 4; ++s) {
+    std::vector<float> g = Gradient(n, 50 + s);
+    const int64_t k_min = 50, k_c = s == 2 ? 1200 : 10;  // step 2: the candidate slot grows
+    ASSERT_THAT(whole.Compress(g.data(), std::max(k_min, k_c), std::min(k_min, k_c), nullptr),
+                IsOk());
+    ASSERT_THAT(parts.Compensate(g.data()), IsOk());
+    EXPECT_THAT(parts.Commit(TopKStep::Level::kCandidate),
+                StatusIs(absl::StatusCode::kFailedPrecondition));
+    ASSERT_THAT(parts.Select(TopKStep::Level::kCandidate, k_c), IsOk());
+    ASSERT_THAT(parts.Select(TopKStep::Level::kMin, k_min), IsOk());
+    EXPECT_THAT(parts.Select(TopKStep::Level::kMin, -1),
+                StatusIs(absl::StatusCode::kInvalidArgument));
+    ASSERT_THAT(parts.Select(TopKStep::Level::kMin, k_min), IsOk());
+    // The level whose k is larger in `whole` is its kMin.
+    const TopKStep::Message big = k_c > k_min ? parts.at_candidate() : parts.at_min();
+    const TopKStep::Message small = k_c > k_min ? parts.at_min() : parts.at_candidate();
+    ASSERT_EQ(big.count, whole.at_min().count);
+    ASSERT_EQ(small.count, whole.at_candidate().count);
+    EXPECT_THAT(std::vector<int32_t>(big.indices, big.indices + big.count),
+                ElementsAreArray(whole.at_min().indices, whole.at_min().count));
+    EXPECT_THAT(std::vector<float>(small.values, small.values + small.count),
+                ElementsAreArray(whole.at_candidate().values, whole.at_candidate().count));
+    const bool big_sent = s % 2 == 0;
+    ASSERT_THAT(whole.Commit(big_sent ? TopKStep::Level::kMin : TopKStep::Level::kCandidate),
+                IsOk());
+    const bool sent_is_candidate = (k_c > k_min) == big_sent;
+    ASSERT_THAT(
+        parts.Commit(sent_is_candidate ? TopKStep::Level::kCandidate : TopKStep::Level::kMin),
+        IsOk());
+    EXPECT_THAT(std::vector<float>(parts.residual(), parts.residual() + n),
+                ElementsAreArray(whole.residual(), n))
+        << "step " << s;
+    EXPECT_THAT(parts.CommitDense(), StatusIs(absl::StatusCode::kFailedPrecondition));
   }
 }
 
