@@ -40,7 +40,12 @@ Executor::Executor(ExecutorOptions options, collectives::Communicator* comm,
       job_comm_(comm),
       compressor_(std::move(compressor)),
       steps_(options_.node_rank, options_.job.global_norm, stats),
-      step_log_(std::move(step_log)) {}
+      step_log_(std::move(step_log)) {
+  if (options_.compression_backend &&
+      BackendCompression::Runs(compressor_.get(), options_.value_type)) {
+    backend_ = std::make_unique<BackendCompression>(options_.log);
+  }
+}
 
 Executor::~Executor() = default;
 
@@ -51,19 +56,68 @@ int Executor::world_size() const {
   return std::max(1, w);
 }
 
-absl::Status Executor::Compensate(const WorkItem& item, Compensated* c) {
+absl::Status Executor::CompensateP(const WorkItem& item, Compensated* c) {
   const TensorSpec& s = item.ready.spec;
   const int64_t n = Elements(s.shape);
   const auto g = absl::MakeConstSpan(reinterpret_cast<const float*>(item.tensor->data.data()), n);
-  ASSIGN_OR_RETURN(c->p, residuals_.For(s.name, n).CompensateToScratch(g, &c->grad_norm));
-  const kernels::CompressContext ctx{s.name, s.step, options_.job.job_seed};
-  const double theta_min = options_.job.theta_min, theta_c = item.ready.decision.theta_candidate;
-  if (theta_c >= theta_min && theta_min >= 1.0) {
-    return kernels::CompressMultiLevel(*compressor_, c->p, theta_min, theta_c, ctx, &c->levels);
+  if (backend_ != nullptr) {
+    c->p = {};
+    return backend_->Compensate(s, item.tensor->device, g, &c->grad_norm);
   }
-  RETURN_IF_ERROR(compressor_->Compress(c->p, theta_min, ctx, &c->levels.at_min));
+  ASSIGN_OR_RETURN(c->p, residuals_.For(s.name, n).CompensateToScratch(g, &c->grad_norm));
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Select(const WorkItem& item, const Compensated& c, Level level, double theta,
+                              kernels::Compressed* out) {
+  const TensorSpec& s = item.ready.spec;
+  if (backend_ != nullptr) return backend_->Select(s.name, level, theta, out);
+  return compressor_->Compress(c.p, theta, {s.name, s.step, options_.job.job_seed}, out);
+}
+
+absl::Status Executor::Commit(const WorkItem& item, const Compensated& c,
+                              const kernels::Compressed& sent, Level level) {
+  const std::string& name = item.ready.spec.name;
+  if (backend_ != nullptr) return backend_->Commit(name, level);
+  return residuals_.For(name, static_cast<int64_t>(c.p.size())).CommitScratch(sent);
+}
+
+absl::Status Executor::ClearResidual(const WorkItem& item, const Compensated& c) {
+  const std::string& name = item.ready.spec.name;
+  if (backend_ != nullptr) return backend_->CommitDense(name);
+  residuals_.For(name, static_cast<int64_t>(c.p.size())).Clear();
+  return absl::OkStatus();
+}
+
+absl::Status Executor::CopyP(const WorkItem& item, const Compensated& c, void* out, size_t bytes) {
+  if (backend_ != nullptr) return backend_->CopyP(item.ready.spec.name, out, bytes);
+  if (bytes != c.p.size() * sizeof(float)) {
+    return absl::InternalError(
+        absl::StrFormat("tensor '%s': p has %d elements, the buffer %d bytes", item.ready.spec.name,
+                        c.p.size(), bytes));
+  }
+  if (bytes > 0) std::memcpy(out, c.p.data(), bytes);
+  return absl::OkStatus();
+}
+
+absl::Status Executor::CandidateFromMin(const WorkItem& item, Compensated* c) {
+  const TensorSpec& s = item.ready.spec;
+  RETURN_IF_ERROR(compressor_->CompressFrom(c->levels.at_min, item.ready.decision.theta_candidate,
+                                            {s.name, s.step, options_.job.job_seed},
+                                            &c->levels.at_candidate));
+  c->levels.norm_min = kernels::L2Norm(c->levels.at_min);
+  c->levels.norm_candidate = kernels::L2Norm(c->levels.at_candidate);
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Compensate(const WorkItem& item, Compensated* c) {
+  RETURN_IF_ERROR(CompensateP(item, c));
+  const double theta_min = options_.job.theta_min, theta_c = item.ready.decision.theta_candidate;
+  // Multi-level compression (kernels::CompressMultiLevel): θ_c's level from θ_min's.
+  RETURN_IF_ERROR(Select(item, *c, Level::kMin, theta_min, &c->levels.at_min));
+  if (theta_c >= theta_min && theta_min >= 1.0) return CandidateFromMin(item, c);
   RETURN_IF_ERROR(
-      compressor_->Compress(c->p, std::max(1.0, theta_c), ctx, &c->levels.at_candidate));
+      Select(item, *c, Level::kCandidate, std::max(1.0, theta_c), &c->levels.at_candidate));
   c->levels.norm_min = kernels::L2Norm(c->levels.at_min);
   c->levels.norm_candidate = kernels::L2Norm(c->levels.at_candidate);
   return absl::OkStatus();
@@ -226,10 +280,10 @@ absl::Status Executor::RunDense(const Group& group, std::vector<WorkItem>& items
       // A dense step of a compressed tensor sends p = g + e and clears e.
       Compensated& c = compensated_;
       absl::Status s = Compensate(item, &c);
+      if (s.ok()) s = CopyP(item, c, buffer.data() + offset, g.size());
+      if (s.ok()) s = ClearResidual(item, c);
       if (s.ok()) {
         AddNorms(item, c);
-        std::memcpy(buffer.data() + offset, c.p.data(), g.size());
-        residuals_.For(item.ready.spec.name, static_cast<int64_t>(c.p.size())).Clear();
       } else {
         // Non-finite input: sent as is (the sum carries the NaN to every node), residual kept.
         StatsFor(item);
@@ -267,38 +321,35 @@ absl::Status Executor::RunDense(const Group& group, std::vector<WorkItem>& items
 }
 
 absl::Status Executor::PrepareSent(const WorkItem& item, double theta, SparseMember* m) {
-  const TensorSpec& s = item.ready.spec;
   Compensated* c = &m->c;
   m->sent = nullptr;
+  m->sent_level = Level::kMin;
   m->pending = PendingLevel::kNone;
-  const int64_t n = Elements(s.shape);
-  const auto g = absl::MakeConstSpan(reinterpret_cast<const float*>(item.tensor->data.data()), n);
-  ASSIGN_OR_RETURN(c->p, residuals_.For(s.name, n).CompensateToScratch(g, &c->grad_norm));
-  const kernels::CompressContext ctx{s.name, s.step, options_.job.job_seed};
+  RETURN_IF_ERROR(CompensateP(item, c));
   const double theta_min = options_.job.theta_min, theta_c = item.ready.decision.theta_candidate;
   const bool multi_level = theta_c >= theta_min && theta_min >= 1.0;
   // Only the level that is sent is computed before the send; the other one (and both norms) is
   // computed while the message is on the wire. Sending θ_c first needs a compressor whose second
   // level equals compressing p directly (topk, randomk).
   if (multi_level && theta == theta_min) {
-    RETURN_IF_ERROR(compressor_->Compress(c->p, theta_min, ctx, &c->levels.at_min));
+    RETURN_IF_ERROR(Select(item, *c, Level::kMin, theta_min, &c->levels.at_min));
     m->sent = &c->levels.at_min;
     m->pending = PendingLevel::kCandidate;
     return absl::OkStatus();
   }
   if (multi_level && theta == theta_c && compressor_->SecondLevelEqualsDirect()) {
-    RETURN_IF_ERROR(compressor_->Compress(c->p, theta_c, ctx, &c->levels.at_candidate));
+    RETURN_IF_ERROR(Select(item, *c, Level::kCandidate, theta_c, &c->levels.at_candidate));
     m->sent = &c->levels.at_candidate;
+    m->sent_level = Level::kCandidate;
     m->pending = PendingLevel::kMin;
     return absl::OkStatus();
   }
+  RETURN_IF_ERROR(Select(item, *c, Level::kMin, theta_min, &c->levels.at_min));
   if (multi_level) {
-    RETURN_IF_ERROR(
-        kernels::CompressMultiLevel(*compressor_, c->p, theta_min, theta_c, ctx, &c->levels));
+    RETURN_IF_ERROR(CandidateFromMin(item, c));
   } else {
-    RETURN_IF_ERROR(compressor_->Compress(c->p, theta_min, ctx, &c->levels.at_min));
     RETURN_IF_ERROR(
-        compressor_->Compress(c->p, std::max(1.0, theta_c), ctx, &c->levels.at_candidate));
+        Select(item, *c, Level::kCandidate, std::max(1.0, theta_c), &c->levels.at_candidate));
     c->levels.norm_min = kernels::L2Norm(c->levels.at_min);
     c->levels.norm_candidate = kernels::L2Norm(c->levels.at_candidate);
   }
@@ -306,36 +357,37 @@ absl::Status Executor::PrepareSent(const WorkItem& item, double theta, SparseMem
     m->sent = &c->levels.at_min;
   } else if (theta == theta_c) {
     m->sent = &c->levels.at_candidate;
+    m->sent_level = Level::kCandidate;
   } else {
-    RETURN_IF_ERROR(compressor_->Compress(c->p, theta, ctx, &m->other));
+    // The candidate's message on the backend is not needed any more (its host copy is): the
+    // level sent at this θ takes its place.
+    RETURN_IF_ERROR(Select(item, *c, Level::kCandidate, theta, &m->other));
     m->sent = &m->other;
+    m->sent_level = Level::kCandidate;
   }
   return absl::OkStatus();
 }
 
 absl::Status Executor::FinishSent(const WorkItem& item, SparseMember* m) {
-  const TensorSpec& s = item.ready.spec;
   Compensated* c = &m->c;
-  const kernels::CompressContext ctx{s.name, s.step, options_.job.job_seed};
   // The remaining level first (θ_min's reads p, which the commit turns into the residual).
   absl::Status levels;
   switch (m->pending) {
     case PendingLevel::kNone:
       break;
     case PendingLevel::kCandidate:
-      levels = compressor_->CompressFrom(c->levels.at_min, item.ready.decision.theta_candidate,
-                                         ctx, &c->levels.at_candidate);
+      levels = CandidateFromMin(item, c);
       break;
     case PendingLevel::kMin:
-      levels = compressor_->Compress(c->p, options_.job.theta_min, ctx, &c->levels.at_min);
+      levels = Select(item, *c, Level::kMin, options_.job.theta_min, &c->levels.at_min);
+      if (levels.ok()) {
+        c->levels.norm_min = kernels::L2Norm(c->levels.at_min);
+        c->levels.norm_candidate = kernels::L2Norm(c->levels.at_candidate);
+      }
       break;
   }
-  if (levels.ok() && m->pending != PendingLevel::kNone) {
-    c->levels.norm_min = kernels::L2Norm(c->levels.at_min);
-    c->levels.norm_candidate = kernels::L2Norm(c->levels.at_candidate);
-  }
   // What was sent becomes the residual whatever happened above: it is on the wire.
-  RETURN_IF_ERROR(residuals_.For(s.name, c->p.size()).CommitScratch(*m->sent));
+  RETURN_IF_ERROR(Commit(item, *c, *m->sent, m->sent_level));
   RETURN_IF_ERROR(levels);
   AddNorms(item, *c);
   return absl::OkStatus();

@@ -17,11 +17,23 @@
 // before the send, exchange_ms the collective itself, and finish_ms what follows it (the overlapped
 // work is in neither when it ends before the exchange does).
 //
-// A step allocates nothing for the compressed path once its buffers exist: p = g + e lives in
-// the residual's scratch buffer (kernels::cpu::ErrorFeedback::CompensateToScratch, which also
-// yields ‖g‖ from the same pass), the sent message becomes the residual by a swap, and a sparse
-// result is summed in the tensor's own input buffer, which is then handed back as the result (an
-// average divides it with the vectorised kernels::cpu::DivideAll).
+// Error feedback and compression run on one of two paths, fixed per job:
+//  - topk with fp32 values: kernels' CompressionBackend + TopKStep (backend_compression.h), the
+//    backend chosen by the tensor's memory type (host: the CPU kernels, bit for bit the other
+//    path; device: the CUDA kernels, residual and p in device memory, when gravac is built with
+//    CUDA and the tensor's device can be used). Only the sent level (and, when θ_c is sent,
+//    θ_min's level) is selected on the backend; a candidate level that is not sent is selected
+//    on the host from θ_min's host copy (Compressor::CompressFrom), as on the other path.
+//  - every other compressor (randomk, dgc, redsync, fp16, bf16, topk with fp16 / bf16 values):
+//    the CPU compressor with a kernels::cpu::ErrorFeedback per tensor (ResidualStore), host
+//    memory only: the backends implement exact top-k with fp32 values and nothing else.
+//
+// A step allocates nothing for the compressed path once its buffers exist: on the CPU compressor
+// path p = g + e lives in the residual's scratch buffer (kernels::cpu::ErrorFeedback::
+// CompensateToScratch, which also yields ‖g‖ from the same pass), on the backend path in the
+// TopKStep's; the sent message becomes the residual by a swap, and a sparse result is summed in
+// the tensor's own input buffer, which is then handed back as the result (an average divides it
+// with the vectorised kernels::cpu::DivideAll).
 //
 // bytes_sent counts this node's data-plane payload (ring allreduce: 2(P−1)/P of the buffer; ring
 // allgather: every block but the right neighbour's).
@@ -34,6 +46,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -42,6 +55,7 @@
 #include "core/logging.h"
 #include "daemon/collectives/communicator.h"
 #include "daemon/daemon_metrics.h"
+#include "daemon/engine/backend_compression.h"
 #include "daemon/engine/fusion_plan.h"
 #include "daemon/engine/negotiation.h"
 #include "daemon/engine/residual_store.h"
@@ -71,6 +85,9 @@ struct ExecutorOptions {
   DaemonMetrics* metrics = nullptr;  // collective latencies and sent bytes; nullptr = none
   kernels::ValueType value_type = kernels::ValueType::kFloat32;  // the compressor's sparse values
   Timeline* timeline = nullptr;  // each group's phases when enabled; nullptr = none
+  // Run topk with fp32 values on kernels' CompressionBackend (backend_compression.h); false
+  // keeps the CPU compressor path for it too (the two give the same results; tests compare them).
+  bool compression_backend = true;
 };
 
 class Executor {
@@ -94,7 +111,14 @@ class Executor {
   void Flush() { steps_.Flush(); }
 
   // The residual of a tensor (tests); empty when none.
-  std::vector<float> Residual(const std::string& name) const { return residuals_.Copy(name); }
+  std::vector<float> Residual(const std::string& name) const {
+    return backend_ != nullptr ? backend_->Residual(name) : residuals_.Copy(name);
+  }
+  // The compression backend holding a tensor's residual ("cpu", "cuda"); "" when the CPU
+  // compressor path holds it, or nothing does.
+  std::string_view ResidualBackend(const std::string& name) const {
+    return backend_ != nullptr ? backend_->BackendOf(name) : std::string_view();
+  }
 
  private:
   using StepStats = StepStatsAccumulator::Step;
@@ -116,14 +140,29 @@ class Executor {
   absl::Status RunBroadcast(WorkItem& item, TensorResult* result);
 
   // p = g + e for a compressible tensor, and the norms of the step's statistics. On error the
-  // residual is unchanged. p is the residual's scratch buffer (ErrorFeedback::CompensateToScratch):
+  // residual is unchanged. On the CPU compressor path p is the residual's scratch buffer
+  // (ErrorFeedback::CompensateToScratch), on the backend path the TopKStep's (p stays empty):
   // valid until the tensor's residual is committed or cleared.
+  using Level = BackendCompression::Level;
   struct Compensated {
     absl::Span<const float> p;
     double grad_norm = 0.0;  // ‖g‖
     kernels::MultiLevelResult levels;
   };
   absl::Status Compensate(const WorkItem& item, Compensated* c);
+
+  // The steps of either path. CompensateP: p = g + e and ‖g‖. Select: the message of p at θ into
+  // *out (on the backend path in `level`'s message there). Commit: e = p - sent (`level` on the
+  // backend path). ClearResidual: e = 0. CopyP: p into `bytes` of host memory.
+  absl::Status CompensateP(const WorkItem& item, Compensated* c);
+  absl::Status Select(const WorkItem& item, const Compensated& c, Level level, double theta,
+                      kernels::Compressed* out);
+  absl::Status Commit(const WorkItem& item, const Compensated& c, const kernels::Compressed& sent,
+                      Level level);
+  absl::Status ClearResidual(const WorkItem& item, const Compensated& c);
+  absl::Status CopyP(const WorkItem& item, const Compensated& c, void* out, size_t bytes);
+  // The candidate's level at θ_c from θ_min's (multi-level compression) and both norms.
+  absl::Status CandidateFromMin(const WorkItem& item, Compensated* c);
 
   // One member of a sparse group: its compensation, the level it sends and, while that message is
   // on the wire, what is left (the residual commit, the candidate level, the norms).
@@ -132,6 +171,7 @@ class Executor {
     Compensated c;
     kernels::Compressed other;  // sent at a θ that is neither θ_min nor θ_c
     const kernels::Compressed* sent = nullptr;
+    Level sent_level = Level::kMin;  // where the sent message lies on the backend path
     PendingLevel pending = PendingLevel::kNone;
     absl::Status status;
   };
@@ -160,7 +200,8 @@ class Executor {
   StepStatsAccumulator steps_;
   StepLog step_log_;
   GroupTiming timing_;  // of the group being run, for the step log
-  ResidualStore residuals_;
+  ResidualStore residuals_;                      // the CPU compressor path's
+  std::unique_ptr<BackendCompression> backend_;  // the backend path's; null when not used
   // Scratch reused by every group (buffers kept between steps, so a step allocates nothing).
   Compensated compensated_;
   std::vector<uint8_t> encoded_;

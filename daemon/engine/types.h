@@ -45,7 +45,8 @@ struct TensorSpec {
   int64_t step = -1;       // training step the tensor belongs to; -1 = not part of a step
   int64_t samples = 0;     // samples this rank processed in `step` (for throughput); 0 unknown
   // Where the callers' tensors live; every rank must agree (a mix of host and device tensors for
-  // one name is refused). The data gravacd reduces is in host memory either way today.
+  // one name is refused). The data gravacd reduces is in host memory either way today; the
+  // engine compresses a kDevice tensor on the GPU (executor.h).
   MemoryType memory = MemoryType::kHost;
   // Horovod's process set: the global ranks that run this collective, ascending and distinct
   // (empty = every rank of the job). Only the nodes holding them list the tensor, and it runs
@@ -68,6 +69,10 @@ struct NodeTensor {
   // allgather: first dimension of each local worker's block, in local-rank order.
   std::vector<int64_t> first_dims;
   int64_t samples = 0;  // sum of the local workers' spec.samples
+  // spec.memory kDevice: the CUDA device of the workers' buffers (the first local device post's;
+  // -1 when unknown, e.g. staged by the client). The engine compresses the tensor with the
+  // compression backend of that device (executor.h); `data` is in host memory either way.
+  int device = -1;
   // When the first local worker posted it (for step time and stall reports).
   int64_t posted_at_ns = 0;
   // Not OK when the node cannot run the tensor, e.g. its local workers disagree on it

@@ -358,7 +358,10 @@ void WorkerServerImpl::Complete(const std::string& name, Pending pending) {
   if (inputs[0].spec->kind != CollectiveKind::kAllgather) bytes = inputs[0].bytes;
   ready.tensor = CombineLocal(inputs, pending.first_posted_ns, pool_.Take(bytes));
   for (std::optional<PostedRequest>& post : pending.posts) {
-    if (post.has_value()) std::vector<uint8_t>().swap(post->host);  // combined: not needed
+    if (!post.has_value()) continue;
+    // The engine compresses a device tensor on the CUDA device of the node's first device post.
+    if (post->on_device && ready.tensor.device < 0) ready.tensor.device = post->device;
+    std::vector<uint8_t>().swap(post->host);  // combined: not needed
   }
   if (options_.check_finite) {
     // Refused like a local disagreement: the engine fails it on every node with this message.

@@ -1,0 +1,160 @@
+#include "daemon/engine/backend_compression.h"
+
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "core/status.h"
+#include "daemon/engine/fusion_plan.h"
+#include "kernels/cpu/check.h"
+#include "kernels/cpu/selection_output.h"
+#include "kernels/multilevel.h"
+
+namespace gravac::daemon::internal {
+
+using kernels::CompressionBackend;
+using kernels::TopKStep;
+
+bool BackendCompression::Runs(const kernels::Compressor* compressor,
+                              kernels::ValueType value_type) {
+  return compressor != nullptr && compressor->name() == "topk" &&
+         value_type == kernels::ValueType::kFloat32;
+}
+
+absl::StatusOr<CompressionBackend*> BackendCompression::BackendFor(MemoryType type, int device) {
+  if (type == MemoryType::kDevice && device < 0 && !said_no_device_) {
+    said_no_device_ = true;
+    if (log_ != nullptr) {
+      GRAVAC_LOG(*log_, kWarning,
+                 "device tensors without a known CUDA device (staged through host memory by "
+                 "their workers) are compressed with the CPU kernels");
+    }
+  }
+  if (type == MemoryType::kDevice && device >= 0) {
+    auto it = devices_.find(device);
+    if (it == devices_.end()) {
+      absl::StatusOr<std::unique_ptr<CompressionBackend>> made =
+          kernels::MakeCompressionBackend(MemoryType::kDevice, device);
+      if (log_ != nullptr && made.ok()) {
+        GRAVAC_LOG(*log_, kInfo,
+                   "GPU compression: CUDA device %d's tensors are compressed with the CUDA "
+                   "kernels, their residuals in device memory",
+                   device);
+      } else if (log_ != nullptr) {
+        GRAVAC_LOG(*log_, kWarning,
+                   "CUDA device %d: %s; its tensors are compressed with the CPU kernels", device,
+                   made.status().message());
+      }
+      it = devices_.emplace(device, made.ok() ? *std::move(made) : nullptr).first;
+    }
+    if (it->second != nullptr) return it->second.get();
+  }
+  if (host_ == nullptr) {
+    ASSIGN_OR_RETURN(host_, kernels::MakeCompressionBackend(MemoryType::kHost, -1));
+  }
+  return host_.get();
+}
+
+absl::StatusOr<BackendCompression::Tensor*> BackendCompression::Find(const std::string& name) {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end() || it->second.step == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("tensor '%s': no error-feedback state on a compression backend", name));
+  }
+  return &it->second;
+}
+
+absl::Status BackendCompression::Compensate(const TensorSpec& spec, int device,
+                                            absl::Span<const float> g, double* grad_norm) {
+  const int64_t n = Elements(spec.shape);
+  RETURN_IF_ERROR(kernels::cpu::CheckSize(n, spec.name));
+  if (static_cast<int64_t>(g.size()) != n) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("tensor '%s': gradient has %d elements, shape %d", spec.name, g.size(), n));
+  }
+  ASSIGN_OR_RETURN(CompressionBackend * backend, BackendFor(spec.memory, device));
+  Tensor& t = tensors_[spec.name];
+  if (t.step == nullptr || t.backend != backend || t.step->size() != n) {
+    t = Tensor{};  // the old state goes first
+    absl::StatusOr<TopKStep> step = TopKStep::Create(backend, n);
+    if (!step.ok()) {
+      tensors_.erase(spec.name);
+      return step.status();
+    }
+    t = Tensor{backend, std::make_unique<TopKStep>(*std::move(step))};
+  }
+  const float* grad = g.data();
+  if (backend->memory_type() != MemoryType::kHost) {
+    std::unique_ptr<kernels::BackendMemory>& stage = staging_[backend];
+    const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+    if (stage == nullptr || stage->bytes() < bytes) {
+      stage.reset();
+      ASSIGN_OR_RETURN(stage, backend->Allocate(bytes));
+    }
+    RETURN_IF_ERROR(backend->CopyFromHost(stage->data(), g.data(), bytes));
+    grad = stage->floats();
+  }
+  RETURN_IF_ERROR(t.step->Compensate(grad));
+  if (grad_norm != nullptr) *grad_norm = kernels::L2Norm(g);
+  return absl::OkStatus();
+}
+
+absl::Status BackendCompression::Select(const std::string& name, Level level, double theta,
+                                        kernels::Compressed* out) {
+  ASSIGN_OR_RETURN(Tensor * t, Find(name));
+  const int64_t n = t->step->size();
+  RETURN_IF_ERROR(kernels::cpu::CheckCompressArgs(n, theta, name));
+  kernels::cpu::PrepareSparseOutput(n, kernels::ValueType::kFloat32, out);
+  if (absl::Status s = t->step->Select(level, kernels::KeepCount(n, theta)); !s.ok()) {
+    // The backends do not know the tensor's name: a non-finite p gets the topk compressor's
+    // message from the host copy (p = g + e is non-finite exactly where g is).
+    std::vector<float> p(static_cast<size_t>(n));
+    if (t->backend->CopyToHost(p.data(), t->step->p(), p.size() * sizeof(float)).ok()) {
+      RETURN_IF_ERROR(kernels::cpu::CheckInput(p, name, nullptr));
+    }
+    return absl::Status(s.code(), absl::StrFormat("tensor '%s': %s", name, s.message()));
+  }
+  const TopKStep::Message m = level == Level::kMin ? t->step->at_min() : t->step->at_candidate();
+  out->indices.resize(static_cast<size_t>(m.count));
+  out->values.resize(static_cast<size_t>(m.count));
+  RETURN_IF_ERROR(
+      t->backend->CopyToHost(out->indices.data(), m.indices, m.count * sizeof(int32_t)));
+  return t->backend->CopyToHost(out->values.data(), m.values, m.count * sizeof(float));
+}
+
+absl::Status BackendCompression::Commit(const std::string& name, Level sent) {
+  ASSIGN_OR_RETURN(Tensor * t, Find(name));
+  return t->step->Commit(sent);
+}
+
+absl::Status BackendCompression::CommitDense(const std::string& name) {
+  ASSIGN_OR_RETURN(Tensor * t, Find(name));
+  return t->step->CommitDense();
+}
+
+absl::Status BackendCompression::CopyP(const std::string& name, void* out, size_t bytes) {
+  ASSIGN_OR_RETURN(Tensor * t, Find(name));
+  if (bytes != static_cast<size_t>(t->step->size()) * sizeof(float)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "tensor '%s': p has %d elements, the buffer %d bytes", name, t->step->size(), bytes));
+  }
+  return t->backend->CopyToHost(out, t->step->p(), bytes);
+}
+
+std::vector<float> BackendCompression::Residual(const std::string& name) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end() || it->second.step == nullptr) return {};
+  const TopKStep& step = *it->second.step;
+  std::vector<float> e(static_cast<size_t>(step.size()));
+  if (!it->second.backend->CopyToHost(e.data(), step.residual(), e.size() * sizeof(float)).ok()) {
+    return {};
+  }
+  return e;
+}
+
+std::string_view BackendCompression::BackendOf(const std::string& name) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end() || it->second.step == nullptr) return {};
+  return it->second.backend->name();
+}
+
+}  // namespace gravac::daemon::internal

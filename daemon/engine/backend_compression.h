@@ -1,0 +1,104 @@
+// BackendCompression: the engine's error-feedback top-k (GRAVAC.md "Error feedback", "Multi-level
+// compression") on kernels' CompressionBackend + TopKStep (kernels/backend.h, backend_step.h), the
+// backend chosen by the tensor's memory type: the CPU backend for host tensors, the CUDA backend
+// of the tensor's device for device tensors. One TopKStep per tensor name keeps the residual e,
+// p = g + e and the selected messages in that backend's memory (device memory for a device
+// tensor on the CUDA backend).
+//
+// What it runs (Runs): the job's compressor when it is "topk" with fp32 sparse values, the one
+// compressor the backends implement. Its messages and residuals are bit for bit those of the CPU
+// compressor path (cpu::TopKCompressor + cpu::ErrorFeedback), and its errors read the same (a
+// non-finite p names the tensor and the first bad index). randomk, dgc, redsync, the fp16 / bf16
+// casts and topk with fp16 / bf16 values keep the CPU compressor path (the Executor's
+// ResidualStore): the backends have no seeded random selection, threshold rules or value
+// rounding.
+//
+// The tensor reaches the engine in host memory (the local side reduces a node's workers there,
+// daemon/local/), so on the CUDA backend each step copies g to the device (one staging buffer per
+// backend) and each selected message (k indices and values) back for the wire encoding; p and the
+// residual stay on the device. The norms of the statistics are taken on the host copies in
+// kernels::L2Norm's order, so they are the same on every backend and on the CPU path.
+//
+// A device tensor whose backend cannot be made (gravac built without CUDA, no usable device, no
+// device known for the tensor) is compressed on the CPU backend, said once per device in the log;
+// its results are the same (the CUDA kernels match their CPU twins bit for bit).
+//
+// Thread-safety: not thread-safe; owned by the engine thread (through the Executor).
+#ifndef GRAVAC_DAEMON_ENGINE_BACKEND_COMPRESSION_H_
+#define GRAVAC_DAEMON_ENGINE_BACKEND_COMPRESSION_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "core/logging.h"
+#include "core/memory_type.h"
+#include "daemon/engine/types.h"
+#include "kernels/backend.h"
+#include "kernels/backend_step.h"
+#include "kernels/compressed.h"
+#include "kernels/compressor.h"
+
+namespace gravac::daemon::internal {
+
+class BackendCompression {
+ public:
+  using Level = kernels::TopKStep::Level;
+
+  // True when the backends run `compressor` (may be null) at `value_type`: topk with fp32 values.
+  static bool Runs(const kernels::Compressor* compressor, kernels::ValueType value_type);
+
+  // `log` (may be null) gets the one line per device that falls back to the CPU backend.
+  explicit BackendCompression(Logger* log) : log_(log) {}
+
+  // p = g + e for tensor `spec` (g: its n = Elements(spec.shape) floats, in host memory) on the
+  // backend of spec.memory (and `device` for kDevice), and ‖g‖ into *grad_norm. A tensor whose
+  // size or backend changed starts from a zero residual. On error the residual is unchanged.
+  absl::Status Compensate(const TensorSpec& spec, int device, absl::Span<const float> g,
+                          double* grad_norm);
+  // The message at θ of the last Compensate's p: its top KeepCount(n, θ) into `level`'s message
+  // (TopKStep::Select), copied into *out as the topk compressor makes it (sparse, fp32). θ < 1
+  // and non-finite p are InvalidArgument with the topk compressor's messages.
+  absl::Status Select(const std::string& name, Level level, double theta, kernels::Compressed* out);
+  // e = p - the level's message (it was sent); e = 0 (p was sent dense).
+  absl::Status Commit(const std::string& name, Level sent);
+  absl::Status CommitDense(const std::string& name);
+  // p of the last Compensate into `bytes` (n floats) of host memory at `out`: a dense step's send.
+  absl::Status CopyP(const std::string& name, void* out, size_t bytes);
+
+  // A copy of the tensor's residual; empty when none (tests).
+  std::vector<float> Residual(const std::string& name) const;
+  // The backend holding the tensor's residual ("cpu", "cuda"); "" when none.
+  std::string_view BackendOf(const std::string& name) const;
+
+ private:
+  struct Tensor {
+    kernels::CompressionBackend* backend = nullptr;
+    std::unique_ptr<kernels::TopKStep> step;
+  };
+
+  // The backend for `type` / `device`, made on first use; a device that has none gets the CPU
+  // backend (said once).
+  absl::StatusOr<kernels::CompressionBackend*> BackendFor(MemoryType type, int device);
+  absl::StatusOr<Tensor*> Find(const std::string& name);
+
+  Logger* log_;
+  std::unique_ptr<kernels::CompressionBackend> host_;
+  // By CUDA device; nullptr: no backend there (the CPU backend serves its tensors).
+  std::map<int, std::unique_ptr<kernels::CompressionBackend>> devices_;
+  bool said_no_device_ = false;  // a device tensor without a known device was logged
+  // Per device backend: g copied from host memory, grown to the largest tensor.
+  std::map<kernels::CompressionBackend*, std::unique_ptr<kernels::BackendMemory>> staging_;
+  std::map<std::string, Tensor> tensors_;
+};
+
+}  // namespace gravac::daemon::internal
+
+#endif  // GRAVAC_DAEMON_ENGINE_BACKEND_COMPRESSION_H_
