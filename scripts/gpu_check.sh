@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The prepared GPU check (issue 18, item 5). On a machine with one NVIDIA GPU it builds the GPU
 # targets with CUDA, runs the gpu-labelled tests (the CUDA kernels and the device compression
-# backend against their CPU twins, the CUDA IPC mapping cache across processes, the C API on
+# backend against their CPU twins, gravacd's engine compressing device tensors on that backend
+# against its CPU path, the CUDA IPC mapping cache across processes, the C API on
 # device tensors), the CUDA kernels benchmark (64M fp32; CUDA
 # top-k throughput over the device's own device-to-device memcpy throughput at k/n = 1%), the
 # same selection with torch.topk on that GPU when a python3 with CUDA torch is on PATH, and the
@@ -28,8 +29,9 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
 gpu_tests=(kernels_cuda_status_test kernels_cuda_select_test kernels_cuda_error_feedback_test
-           kernels_cuda_scatter_add_test kernels_backend_twin_test core_cuda_ipc_test
-           core_cuda_ipc_map_test client_device_test)
+           kernels_cuda_scatter_add_test kernels_backend_twin_test
+           engine_executor_backend_gpu_test core_cuda_ipc_test core_cuda_ipc_map_test
+           client_device_test)
 benches=(gravac-cuda-kernels-bench gravac-cuda-handoff-bench)
 job=(gravacrun gravacd gravac-controller gravac-cuda-job-worker)
 targets=("${gpu_tests[@]}" "${benches[@]}" "${job[@]}")
@@ -229,6 +231,7 @@ def job(name):
             logs += open(p, errors="replace").read().splitlines()
     mapped = [l for l in logs if "CUDA IPC handoff: mapped" in l]
     staged = [l for l in logs if "staged through host memory" in l]
+    gpu_compression = [l for l in logs if "GPU compression: CUDA device" in l]
     err = os.path.join(out, name + ".err")
     final = [l for l in open(err, errors="replace").read().splitlines()
              if "final:" in l] if os.path.exists(err) else []
@@ -238,9 +241,12 @@ def job(name):
             "ipc_mappings": len(mapped), "ipc_mapping_lines": mapped[:4],
             "staged_lines": staged[:4],
             "ipc_handoff": len(mapped) >= 2 and not staged,
-            "path": ("CUDA IPC handoff (gravacd maps the workers' device buffers, reduces and "
-                     "compresses in host memory with its CPU kernels)" if mapped and not staged
-                     else "host staging by libgravac (see staged_lines)")}
+            "gpu_compression_lines": gpu_compression[:4],
+            "path": ("CUDA IPC handoff (gravacd maps the workers' device buffers and reduces "
+                     "them in host memory)" if mapped and not staged
+                     else "host staging by libgravac (see staged_lines)")
+                    + ("; gravacd compresses them on the GPU (CUDA backend, residuals in device "
+                       "memory)" if gpu_compression else "; gravacd compresses with its CPU kernels")}
 s["job_2_workers_gpu"] = job("job")
 s["job_2_nodes_gpu"] = job("job2")
 torch_lines = []

@@ -1,0 +1,94 @@
+// The engine's error-feedback top-k on kernels' CompressionBackend + TopKStep
+// (daemon/engine/backend_compression.h) against the CPU compressor path it replaced for topk: two
+// nodes run the same steps (θ_min, θ_c, a θ that is neither, a candidate below θ_min, dense) on
+// both paths, with messages large enough for the overlapped exchange; every result, every
+// residual (carried from step to step) and the statistics' norms are equal bit for bit. Host
+// tensors run on the CPU backend; device tensors on it too where there is no CUDA device
+// (executor_backend_gpu_test.cc runs them on the CUDA backend, label gpu). Compressors the
+// backends do not implement keep the CPU compressor path.
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/backend.h"
+#include "tests/daemon/engine/executor_pair.h"
+
+namespace gravac::daemon {
+namespace {
+
+using namespace ::gravac::daemon::testing;  // NOLINT
+
+TEST(ExecutorBackendTest, HostTensorsOnTheCpuBackendMatchTheCpuCompressorPathBitForBit) {
+  ExpectSameAsTheCpuCompressorPath(MemoryType::kHost, "cpu");
+}
+
+// Without a usable CUDA device (or in a build without CUDA) a device tensor is compressed on the
+// CPU backend, with the same results.
+TEST(ExecutorBackendTest, DeviceTensorsWithoutACudaDeviceUseTheCpuBackend) {
+  if (kernels::MakeCompressionBackend(MemoryType::kDevice, 0).ok()) {
+    GTEST_SKIP() << "a CUDA device is usable here: executor_backend_gpu_test covers it";
+  }
+  ExpectSameAsTheCpuCompressorPath(MemoryType::kDevice, "cpu");
+}
+
+// A non-finite gradient fails the tensor on every node with the message the CPU compressor path
+// gives (naming the tensor and the first bad index), keeps the residual, and the next step works.
+TEST(ExecutorBackendTest, NonFiniteGradientFailsAsOnTheCpuCompressorPath) {
+  ExecutorJob on_backend(2, "topk", true);
+  ExecutorJob reference(2, "topk", false);
+  std::mt19937 rng(4);
+  std::vector<StepTensor> first = Tensors(rng, 2, MemoryType::kHost);
+  on_backend.Run(0, 10, 40, first);
+  reference.Run(0, 10, 40, first);
+  const std::vector<float> kept = on_backend.executor(1).Residual("fc");
+  std::vector<StepTensor> bad = Tensors(rng, 2, MemoryType::kHost);
+  bad[1].grads[1][17] = std::numeric_limits<float>::infinity();
+  for (double theta : {10.0, 1.0}) {
+    const auto got = on_backend.Run(1, theta, 40, bad);
+    const auto want = reference.Run(1, theta, 40, bad);
+    for (int n = 0; n < 2; ++n) {
+      EXPECT_THAT(got[n][0].status, IsOk());
+      if (theta > 1) {
+        EXPECT_THAT(got[n][1].status, StatusIs(absl::StatusCode::kInvalidArgument,
+                                               ::testing::AllOf(::testing::HasSubstr("'fc'"),
+                                                                ::testing::HasSubstr("index 17"))));
+      }
+      EXPECT_EQ(got[n][1].status, want[n][1].status) << "theta " << theta;
+      EXPECT_EQ(Values<float>(got[n][1].data), Values<float>(want[n][1].data));
+    }
+    EXPECT_EQ(on_backend.executor(1).Residual("fc"), kept) << "theta " << theta;
+  }
+  const auto next = on_backend.Run(2, 10, 40, Tensors(rng, 2, MemoryType::kHost));
+  for (int n = 0; n < 2; ++n) EXPECT_THAT(next[n][1].status, IsOk());
+}
+
+// The backends implement exact top-k with fp32 values only: the other compressors, and topk with
+// 2-byte values, keep the CPU compressor path.
+TEST(ExecutorBackendTest, OtherCompressorsKeepTheCpuCompressorPath) {
+  struct Case {
+    const char* compressor;
+    kernels::ValueType values;
+  };
+  for (const Case& c :
+       {Case{"randomk", kernels::ValueType::kFloat32}, Case{"dgc", kernels::ValueType::kFloat32},
+        Case{"topk", kernels::ValueType::kFloat16}}) {
+    SCOPED_TRACE(c.compressor);
+    ExecutorJob job(2, c.compressor, true, c.values);
+    std::mt19937 rng(9);
+    const auto r = job.Run(0, 10, 40, Tensors(rng, 2, MemoryType::kHost));
+    ASSERT_THAT(r[0][1].status, IsOk());
+    EXPECT_EQ(job.executor(0).ResidualBackend("fc"), "");
+    EXPECT_EQ(job.executor(0).Residual("fc").size(), 57u);
+  }
+  ExecutorJob topk(2, "topk", true);
+  std::mt19937 rng(9);
+  topk.Run(0, 10, 40, Tensors(rng, 2, MemoryType::kHost));
+  EXPECT_EQ(topk.executor(0).ResidualBackend("fc"), "cpu");
+}
+
+}  // namespace
+}  // namespace gravac::daemon
