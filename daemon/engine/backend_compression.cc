@@ -64,7 +64,7 @@ absl::StatusOr<BackendCompression::Tensor*> BackendCompression::Find(const std::
 }
 
 absl::Status BackendCompression::Compensate(const TensorSpec& spec, int device,
-                                            absl::Span<const float> g, double* grad_norm) {
+                                            absl::Span<const float> g) {
   const int64_t n = Elements(spec.shape);
   RETURN_IF_ERROR(kernels::cpu::CheckSize(n, spec.name));
   if (static_cast<int64_t>(g.size()) != n) {
@@ -93,9 +93,7 @@ absl::Status BackendCompression::Compensate(const TensorSpec& spec, int device,
     RETURN_IF_ERROR(backend->CopyFromHost(stage->data(), g.data(), bytes));
     grad = stage->floats();
   }
-  RETURN_IF_ERROR(t.step->Compensate(grad));
-  if (grad_norm != nullptr) *grad_norm = kernels::L2Norm(g);
-  return absl::OkStatus();
+  return t.step->Compensate(grad);
 }
 
 absl::Status BackendCompression::Select(const std::string& name, Level level, double theta,

@@ -147,6 +147,9 @@ class Executor {
   struct Compensated {
     absl::Span<const float> p;
     double grad_norm = 0.0;  // ‖g‖
+    // The backend path leaves ‖g‖ to AddNorms, which a sparse step runs while its message is on
+    // the wire (the CPU compressor path takes it in the same pass as p = g + e).
+    bool grad_norm_pending = false;
     kernels::MultiLevelResult levels;
   };
   absl::Status Compensate(const WorkItem& item, Compensated* c);
