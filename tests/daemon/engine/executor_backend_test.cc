@@ -6,11 +6,15 @@
 // tensors run on the CPU backend; device tensors on it too where there is no CUDA device
 // (executor_backend_gpu_test.cc runs them on the CUDA backend, label gpu). Compressors the
 // backends do not implement keep the CPU compressor path.
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "core/logging.h"
 #include "core/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -33,6 +37,42 @@ TEST(ExecutorBackendTest, DeviceTensorsWithoutACudaDeviceUseTheCpuBackend) {
     GTEST_SKIP() << "a CUDA device is usable here: executor_backend_gpu_test covers it";
   }
   ExpectSameAsTheCpuCompressorPath(MemoryType::kDevice, "cpu");
+}
+
+// The fallback is said once per device in the log (and once for device tensors without a known
+// device), however many steps and tensors use it.
+TEST(ExecutorBackendTest, TheFallbackToTheCpuBackendIsSaidOnce) {
+  if (kernels::MakeCompressionBackend(MemoryType::kDevice, 0).ok()) {
+    GTEST_SKIP() << "a CUDA device is usable here: nothing falls back";
+  }
+  char* text = nullptr;
+  size_t size = 0;
+  std::FILE* sink = open_memstream(&text, &size);
+  ASSERT_NE(sink, nullptr);
+  {
+    Logger log("gravacd[test]", LogLevel::kInfo, sink);
+    ExecutorJob job(1, "topk", true, kernels::ValueType::kFloat32, &log);
+    std::mt19937 rng(8);
+    for (int64_t step = 0; step < 3; ++step) {
+      std::vector<StepTensor> t = Tensors(rng, 1, MemoryType::kDevice);
+      t[1].device = -1;  // "fc": staged by its workers, no device known
+      const auto r = job.Run(step, 10, 40, t);
+      for (const TensorResult& x : r[0]) EXPECT_THAT(x.status, IsOk());
+    }
+    EXPECT_EQ(job.executor(0).ResidualBackend("conv"), "cpu");
+    EXPECT_EQ(job.executor(0).ResidualBackend("fc"), "cpu");
+  }
+  std::fclose(sink);
+  const std::string lines(text, size);
+  std::free(text);
+  auto count = [&lines](std::string_view what) {
+    int n = 0;
+    for (size_t at = lines.find(what); at != std::string::npos; at = lines.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("CUDA device 0:"), 1) << lines;
+  EXPECT_THAT(lines, ::testing::HasSubstr("its tensors are compressed with the CPU kernels"));
+  EXPECT_EQ(count("without a known CUDA device"), 1) << lines;
 }
 
 // A non-finite gradient fails the tensor on every node with the message the CPU compressor path

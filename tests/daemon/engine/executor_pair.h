@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/logging.h"
 #include "core/memory_type.h"
 #include "core/testing/status_matchers.h"
 #include "daemon/collectives/communicator.h"
@@ -26,20 +27,21 @@
 
 namespace gravac::daemon::testing {
 
-// One step's tensor on every node: its name, its gradients (one per node) and where the
-// workers' buffers live (kDevice tensors name CUDA device 0).
+// One step's tensor on every node: its name, its gradients (one per node), where the workers'
+// buffers live and, for kDevice, their CUDA device (-1: unknown, as for client-staged tensors).
 struct StepTensor {
   std::string name;
   std::vector<std::vector<float>> grads;  // per node
   MemoryType memory = MemoryType::kHost;
+  int device = 0;
 };
 
 class ExecutorJob {
  public:
   // P nodes compressing with `compressor` (θ_min 10, seed 7) at `values` precision;
-  // compression_backend as ExecutorOptions says.
+  // compression_backend as ExecutorOptions says; `log` (may be null) is every node's.
   ExecutorJob(int nodes, const std::string& compressor, bool compression_backend,
-              kernels::ValueType values = kernels::ValueType::kFloat32)
+              kernels::ValueType values = kernels::ValueType::kFloat32, Logger* log = nullptr)
       : fabric_(nodes) {
     std::vector<NodeLayout> layout;
     for (int n = 0; n < nodes; ++n) layout.push_back({n, 1});
@@ -70,6 +72,7 @@ class ExecutorJob {
       e.job.job_seed = 7;
       e.value_type = values;
       e.compression_backend = compression_backend;
+      e.log = log;
       auto c = kernels::MakeCompressor(compressor, {.value_type = values});
       EXPECT_THAT(c, IsOk());
       auto x = internal::Executor::Create(std::move(e), comms_.back().get(), *std::move(c),
@@ -103,7 +106,7 @@ class ExecutorJob {
         NodeTensor& nt = data[n * tensors.size() + t];
         nt = Allreduce(tensors[t].name, tensors[t].grads[n], true, step);
         nt.spec.memory = tensors[t].memory;
-        nt.device = tensors[t].memory == MemoryType::kDevice ? 0 : -1;
+        nt.device = tensors[t].memory == MemoryType::kDevice ? tensors[t].device : -1;
         nt.samples = 8;
         internal::WorkItem w;
         w.ready.spec = nt.spec;
