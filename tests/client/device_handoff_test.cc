@@ -143,6 +143,9 @@ TEST_F(DeviceHandoffTest, DeviceBuffersCrossWithoutHostCopyAndEachAllocationIsMa
   EXPECT_EQ(runtime.records(), 6);
   EXPECT_EQ(runtime.stream_waits(), 6);
   EXPECT_EQ(runtime.events(), 4) << "a pair of events per worker, reused";
+  // The engine learns the workers' device: it compresses there (daemon/engine/executor.h).
+  EXPECT_THAT(engine_->devices(), ::testing::ElementsAre(0, 0, 0));
+  for (const daemon::TensorSpec& s : engine_->specs()) EXPECT_EQ(s.memory, MemoryType::kDevice);
   for (auto& x : w) EXPECT_TRUE(x->client->Shutdown().ok());
 }
 
@@ -188,6 +191,7 @@ TEST_F(DeviceHandoffTest, AHandleGravacdCannotOpenFallsBackToHostStagingSaidOnce
   EXPECT_EQ(w->handoff->ipc_posts(), 0);
   EXPECT_EQ(w->handoff->map_requests(), 1) << "the allocation's answer is remembered";
   EXPECT_EQ(runtime.host_copies(), 4);
+  EXPECT_THAT(engine_->devices(), ::testing::ElementsAre(-1, -1)) << "staged: no device known";
   ASSERT_THAT(w->said, SizeIs(1));
   EXPECT_THAT(w->said[0], HasSubstr("rank 0: "));
   EXPECT_THAT(w->said[0], HasSubstr("cudaErrorMapBufferObjectFailed"));

@@ -49,6 +49,7 @@ class FakeEngine {
       MutexLock lock(&mu_);
       names_.push_back(t.spec.name);
       specs_.push_back(t.spec);
+      devices_.push_back(t.device);
       if (hold_) {
         held_.emplace_back(std::move(t), std::move(done));
         return;
@@ -95,6 +96,11 @@ class FakeEngine {
     MutexLock lock(&mu_);
     return specs_;
   }
+  // NodeTensor::device of each tensor enqueued, in order (as specs()).
+  std::vector<int> devices() {
+    MutexLock lock(&mu_);
+    return devices_;
+  }
   std::vector<absl::Status> failures() {
     MutexLock lock(&mu_);
     return failures_;
@@ -136,6 +142,7 @@ class FakeEngine {
   std::vector<std::string> names_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> local_failed_ ABSL_GUARDED_BY(mu_);
   std::vector<TensorSpec> specs_ ABSL_GUARDED_BY(mu_);
+  std::vector<int> devices_ ABSL_GUARDED_BY(mu_);
   std::vector<absl::Status> failures_ ABSL_GUARDED_BY(mu_);
 };
 
