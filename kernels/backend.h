@@ -63,6 +63,15 @@ class CompressionBackend {
   // p[i] = grad[i] + residual[i], rounded to nearest (p may alias grad or residual).
   virtual absl::Status Compensate(const float* grad, const float* residual, float* p,
                                   int64_t n) = 0;
+  // Compensate, and ‖grad‖ summed in kernels::L2Norm's order (the daemon's statistics) from the
+  // same pass, where the backend can fuse the two: the CPU backend. kUnimplemented elsewhere (the
+  // CUDA backend: that order is a sequential sum; its SumSquares is the device's norm).
+  virtual absl::StatusOr<double> CompensateWithNorm(const float* grad, const float* residual,
+                                                    float* p, int64_t n) {
+    (void)grad, (void)residual, (void)p, (void)n;
+    return absl::UnimplementedError(
+        "CompensateWithNorm: this backend takes norms with SumSquares only");
+  }
   // Exact top-k of |p| (ties: the lower index), min(k, n) pairs with ascending indices.
   virtual absl::Status TopK(const float* p, int64_t n, int64_t k, int32_t* indices,
                             float* values) = 0;

@@ -52,9 +52,14 @@ absl::Status TopKStep::Compress(const float* grad, int64_t k_min, int64_t k_c, N
   return status;
 }
 
-absl::Status TopKStep::Compensate(const float* grad) {
+absl::Status TopKStep::Compensate(const float* grad, double* grad_norm) {
   compensated_ = selected_min_ = selected_c_ = false;
-  RETURN_IF_ERROR(backend_->Compensate(grad, residual_->floats(), p_->floats(), n_));
+  if (grad_norm != nullptr) {
+    ASSIGN_OR_RETURN(*grad_norm,
+                     backend_->CompensateWithNorm(grad, residual_->floats(), p_->floats(), n_));
+  } else {
+    RETURN_IF_ERROR(backend_->Compensate(grad, residual_->floats(), p_->floats(), n_));
+  }
   compensated_ = true;
   return absl::OkStatus();
 }

@@ -59,7 +59,9 @@ class TopKStep {
   absl::Status Compress(const float* grad, int64_t k_min, int64_t k_c, Norms* norms);
 
   // Compress in parts. Compensate: p = grad + e (grad as for Compress); forgets both messages.
-  absl::Status Compensate(const float* grad);
+  // With `grad_norm`, also ‖grad‖ in kernels::L2Norm's order from the same pass, on a backend
+  // that fuses them (CompressionBackend::CompensateWithNorm; kUnimplemented elsewhere).
+  absl::Status Compensate(const float* grad, double* grad_norm = nullptr);
   // The top min(k, n) of p (k >= 0) into `level`'s message, after Compensate. A level names a
   // message buffer: a caller may select either at any k (e.g. a level sent at a θ that is
   // neither θ_min nor θ_c). kInvalidArgument for non-finite p (naming the first bad index) or

@@ -63,8 +63,8 @@ absl::StatusOr<BackendCompression::Tensor*> BackendCompression::Find(const std::
   return &it->second;
 }
 
-absl::Status BackendCompression::Compensate(const TensorSpec& spec, int device,
-                                            absl::Span<const float> g) {
+absl::StatusOr<bool> BackendCompression::Compensate(const TensorSpec& spec, int device,
+                                                    absl::Span<const float> g, double* grad_norm) {
   const int64_t n = Elements(spec.shape);
   RETURN_IF_ERROR(kernels::cpu::CheckSize(n, spec.name));
   if (static_cast<int64_t>(g.size()) != n) {
@@ -82,18 +82,19 @@ absl::Status BackendCompression::Compensate(const TensorSpec& spec, int device,
     }
     t = Tensor{backend, std::make_unique<TopKStep>(*std::move(step))};
   }
-  const float* grad = g.data();
-  if (backend->memory_type() != MemoryType::kHost) {
-    std::unique_ptr<kernels::BackendMemory>& stage = staging_[backend];
-    const size_t bytes = static_cast<size_t>(n) * sizeof(float);
-    if (stage == nullptr || stage->bytes() < bytes) {
-      stage.reset();
-      ASSIGN_OR_RETURN(stage, backend->Allocate(bytes));
-    }
-    RETURN_IF_ERROR(backend->CopyFromHost(stage->data(), g.data(), bytes));
-    grad = stage->floats();
+  if (backend->memory_type() == MemoryType::kHost) {
+    RETURN_IF_ERROR(t.step->Compensate(g.data(), grad_norm));
+    return true;
   }
-  return t.step->Compensate(grad);
+  std::unique_ptr<kernels::BackendMemory>& stage = staging_[backend];
+  const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+  if (stage == nullptr || stage->bytes() < bytes) {
+    stage.reset();
+    ASSIGN_OR_RETURN(stage, backend->Allocate(bytes));
+  }
+  RETURN_IF_ERROR(backend->CopyFromHost(stage->data(), g.data(), bytes));
+  RETURN_IF_ERROR(t.step->Compensate(stage->floats()));
+  return false;
 }
 
 absl::Status BackendCompression::Select(const std::string& name, Level level, double theta,

@@ -16,9 +16,9 @@
 // The tensor reaches the engine in host memory (the local side reduces a node's workers there,
 // daemon/local/), so on the CUDA backend each step copies g to the device (one staging buffer per
 // backend) and each selected message (k indices and values) back for the wire encoding; p and the
-// residual stay on the device. The norms of the statistics are the Executor's, taken on host g and
-// on the host copies in kernels::L2Norm's order, so they are the same on every backend and on the
-// CPU path.
+// residual stay on the device. The norms of the statistics are in kernels::L2Norm's order on
+// every backend, as on the CPU path: ‖g‖ from the CPU backend's compensation pass (or, for a
+// device tensor, from host g), the levels' from their host copies.
 //
 // A device tensor whose backend cannot be made (gravac built without CUDA, no usable device, no
 // device known for the tensor) is compressed on the CPU backend, said once per device in the log;
@@ -60,9 +60,12 @@ class BackendCompression {
   explicit BackendCompression(Logger* log) : log_(log) {}
 
   // p = g + e for tensor `spec` (g: its n = Elements(spec.shape) floats, in host memory) on the
-  // backend of spec.memory (and `device` for kDevice). A tensor whose size or backend changed
-  // starts from a zero residual. On error the residual is unchanged.
-  absl::Status Compensate(const TensorSpec& spec, int device, absl::Span<const float> g);
+  // backend of spec.memory (and `device` for kDevice). On the CPU backend ‖g‖ (kernels::L2Norm,
+  // bit for bit) comes from the same pass into *grad_norm and the result is true; on the CUDA
+  // backend the result is false and the caller takes ‖g‖ from its host g. A tensor whose size or
+  // backend changed starts from a zero residual. On error the residual is unchanged.
+  absl::StatusOr<bool> Compensate(const TensorSpec& spec, int device, absl::Span<const float> g,
+                                  double* grad_norm);
   // The message at θ of the last Compensate's p: its top KeepCount(n, θ) into `level`'s message
   // (TopKStep::Select), copied into *out as the topk compressor makes it (sparse, fp32). θ < 1
   // and non-finite p are InvalidArgument with the topk compressor's messages.

@@ -62,8 +62,10 @@ absl::Status Executor::CompensateP(const WorkItem& item, Compensated* c) {
   const auto g = absl::MakeConstSpan(reinterpret_cast<const float*>(item.tensor->data.data()), n);
   if (backend_ != nullptr) {
     c->p = {};
-    c->grad_norm_pending = true;
-    return backend_->Compensate(s, item.tensor->device, g);
+    ASSIGN_OR_RETURN(bool norm_taken,
+                     backend_->Compensate(s, item.tensor->device, g, &c->grad_norm));
+    c->grad_norm_pending = !norm_taken;
+    return absl::OkStatus();
   }
   c->grad_norm_pending = false;
   ASSIGN_OR_RETURN(c->p, residuals_.For(s.name, n).CompensateToScratch(g, &c->grad_norm));
@@ -134,7 +136,7 @@ Executor::StepStats* Executor::StatsFor(const WorkItem& item) {
 
 void Executor::AddNorms(const WorkItem& item, const Compensated& c) {
   double grad_norm = c.grad_norm;
-  if (c.grad_norm_pending) {  // the backend path: ‖g‖ after the send, from g in host memory
+  if (c.grad_norm_pending) {  // a device tensor: ‖g‖ after the send, from g in host memory
     const int64_t n = Elements(item.ready.spec.shape);
     grad_norm = kernels::L2Norm(
         absl::MakeConstSpan(reinterpret_cast<const float*>(item.tensor->data.data()), n));

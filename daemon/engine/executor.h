@@ -147,8 +147,8 @@ class Executor {
   struct Compensated {
     absl::Span<const float> p;
     double grad_norm = 0.0;  // ‖g‖
-    // The backend path leaves ‖g‖ to AddNorms, which a sparse step runs while its message is on
-    // the wire (the CPU compressor path takes it in the same pass as p = g + e).
+    // Set for a device tensor on the CUDA backend: ‖g‖ is left to AddNorms, which a sparse step
+    // runs while its message is on the wire (on the host, p = g + e's pass takes it).
     bool grad_norm_pending = false;
     kernels::MultiLevelResult levels;
   };

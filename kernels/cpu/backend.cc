@@ -65,6 +65,13 @@ class CpuBackend : public CompressionBackend {
     return absl::OkStatus();
   }
 
+  absl::StatusOr<double> CompensateWithNorm(const float* grad, const float* residual, float* p,
+                                            int64_t n) override {
+    if (absl::Status s = CheckCount("CompensateWithNorm", "n", n); !s.ok()) return s;
+    return CompensateAndNormKernel(absl::MakeConstSpan(grad, n), absl::MakeConstSpan(residual, n),
+                                   absl::MakeSpan(p, n));
+  }
+
   absl::Status TopK(const float* p, int64_t n, int64_t k, int32_t* indices,
                     float* values) override {
     if (absl::Status s = CheckCount("TopK", "n", n); !s.ok()) return s;

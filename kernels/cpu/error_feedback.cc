@@ -17,6 +17,29 @@ void CompensateKernel(absl::Span<const float> grad, absl::Span<const float> resi
   for (size_t i = 0; i < n; ++i) out[i] = g[i] + e[i];
 }
 
+double CompensateAndNormKernel(absl::Span<const float> grad, absl::Span<const float> residual,
+                               absl::Span<float> p) {
+  const size_t n = p.size();
+  const float* g = grad.data();
+  const float* e = residual.data();
+  float* out = p.data();
+  // The accumulation order of kernels::L2Norm (four lanes, then the tail into lane 0).
+  double acc[4] = {0.0, 0.0, 0.0, 0.0};
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    for (size_t j = 0; j < 4; ++j) {
+      const double x = g[i + j];
+      acc[j] += x * x;
+      out[i + j] = g[i + j] + e[i + j];
+    }
+  }
+  for (; i < n; ++i) {
+    acc[0] += static_cast<double>(g[i]) * g[i];
+    out[i] = g[i] + e[i];
+  }
+  return std::sqrt((acc[0] + acc[1]) + (acc[2] + acc[3]));
+}
+
 absl::Status UpdateResidualKernel(absl::Span<const float> p, absl::Span<const int32_t> indices,
                                   absl::Span<const float> sent_values, absl::Span<float> residual) {
   if (p.size() != residual.size()) {
@@ -89,28 +112,10 @@ absl::StatusOr<absl::Span<const float>> ErrorFeedback::CompensateToScratch(
                         grad.size(), residual_.size()));
   }
   scratch_.resize(residual_.size());
-  const size_t n = residual_.size();
-  const float* g = grad.data();
-  const float* e = residual_.data();
-  float* p = scratch_.data();
   if (grad_norm == nullptr) {
-    for (size_t i = 0; i < n; ++i) p[i] = g[i] + e[i];
+    CompensateKernel(grad, residual_, absl::MakeSpan(scratch_));
   } else {
-    // The accumulation order of kernels::L2Norm (four lanes, then the tail into lane 0).
-    double acc[4] = {0.0, 0.0, 0.0, 0.0};
-    size_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-      for (size_t j = 0; j < 4; ++j) {
-        const double x = g[i + j];
-        acc[j] += x * x;
-        p[i + j] = g[i + j] + e[i + j];
-      }
-    }
-    for (; i < n; ++i) {
-      acc[0] += static_cast<double>(g[i]) * g[i];
-      p[i] = g[i] + e[i];
-    }
-    *grad_norm = std::sqrt((acc[0] + acc[1]) + (acc[2] + acc[3]));
+    *grad_norm = CompensateAndNormKernel(grad, residual_, absl::MakeSpan(scratch_));
   }
   scratch_valid_ = true;
   return absl::Span<const float>(scratch_);

@@ -38,6 +38,11 @@ namespace gravac::kernels::cpu {
 void CompensateKernel(absl::Span<const float> grad, absl::Span<const float> residual,
                       absl::Span<float> p);
 
+// p[i] = grad[i] + residual[i] as CompensateKernel, and ‖grad‖ in the same pass, summed as
+// kernels::L2Norm sums (four lanes, then the tail into lane 0), which it returns bit for bit.
+double CompensateAndNormKernel(absl::Span<const float> grad, absl::Span<const float> residual,
+                               absl::Span<float> p);
+
 // residual = p, then residual[indices[i]] -= sent_values[i]. Fails with InvalidArgument (and
 // leaves residual unchanged) on a size mismatch or an index outside [0, residual.size()).
 absl::Status UpdateResidualKernel(absl::Span<const float> p, absl::Span<const int32_t> indices,

@@ -151,6 +151,28 @@ TEST(CompressionBackendTest, TopKStepInPartsMatchesCompress) {
   }
 }
 
+// The fused compensation of the CPU backend: p as Compensate gives it and ‖g‖ as kernels::L2Norm
+// sums it (the daemon's statistics), bit for bit; TopKStep passes it through.
+TEST(CompressionBackendTest, CompensateWithNormIsCompensateAndL2Norm) {
+  std::unique_ptr<CompressionBackend> backend = cpu::MakeCpuBackend(nullptr);
+  for (int64_t n : {int64_t{0}, int64_t{3}, int64_t{1001}}) {
+    std::vector<float> g = Gradient(n, 5), e = Gradient(n, 6), p(n), want(n);
+    ASSERT_OK_AND_ASSIGN(double norm, backend->CompensateWithNorm(g.data(), e.data(), p.data(), n));
+    ASSERT_THAT(backend->Compensate(g.data(), e.data(), want.data(), n), IsOk());
+    EXPECT_EQ(p, want);
+    EXPECT_EQ(norm, L2Norm(g)) << n;
+  }
+  constexpr int64_t n = 777;
+  ASSERT_OK_AND_ASSIGN(TopKStep step, TopKStep::Create(backend.get(), n));
+  std::vector<float> g = Gradient(n, 9);
+  double norm = -1.0;
+  ASSERT_THAT(step.Compensate(g.data(), &norm), IsOk());
+  EXPECT_EQ(norm, L2Norm(g));
+  EXPECT_THAT(std::vector<float>(step.p(), step.p() + n), ElementsAreArray(g));
+  EXPECT_THAT(backend->CompensateWithNorm(g.data(), g.data(), g.data(), -1),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
 TEST(CompressionBackendTest, NonFiniteGradientIsRefusedAndTheResidualKept) {
   constexpr int64_t n = 1000;
   std::unique_ptr<CompressionBackend> backend = cpu::MakeCpuBackend(nullptr);
