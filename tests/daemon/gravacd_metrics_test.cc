@@ -113,9 +113,17 @@ TEST_F(GravacdMetricsTest, ServesMetricsOverHttpAndWritesItsPort) {
     if (port == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   ASSERT_GT(port, 0) << d.log();
-  const std::string response = HttpGet(port, "/metrics");
-  ASSERT_THAT(response, HasSubstr(" 200 ")) << response;
-  const std::string body = response.substr(response.find("\r\n\r\n") + 4);
+  // The port file is written once the endpoint serves, before gravacd has made its series (its
+  // Run starts after): a scrape in between sees the exporter's own series only. Scrape until the
+  // node's series are there (bounded), as Prometheus would at its next interval.
+  std::string response, body;
+  for (int i = 0; i < 500; ++i) {
+    response = HttpGet(port, "/metrics");
+    ASSERT_THAT(response, HasSubstr(" 200 ")) << response;
+    body = response.substr(response.find("\r\n\r\n") + 4);
+    if (body.find("gravac_node_info") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   EXPECT_EQ(SeriesValue(body, "gravac_expected_workers", {{"node", "n7"}}), 1) << body;
   EXPECT_EQ(SeriesValue(body, "gravac_connected_workers", {{"node", "n7"}}), 0);
   EXPECT_EQ(SeriesValue(body, "gravac_steps_total", {{"node", "n7"}}), 0);
