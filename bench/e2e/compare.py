@@ -74,9 +74,9 @@ EXAMPLES_DIR = os.path.join(REPO, "examples", "python")
 # --example: the training script, and the defaults that differ between the two jobs.
 EXAMPLES = {
     "digits": {"script": "train_digits.py", "epochs": 10, "target": 0.96, "window": 10,
-               "eval_steps": 22, "theta_max": 40, "min_elements": 0},
+               "eval_steps": 22, "theta_max": 40, "min_elements": 0, "score_every": 0},
     "fashion": {"script": "train_fashion.py", "epochs": 3, "target": 0.85, "window": 10,
-                "eval_steps": 30, "theta_max": 1000, "min_elements": 32768},
+                "eval_steps": 30, "theta_max": 1000, "min_elements": 32768, "score_every": 10},
 }
 SKIP = 77
 
@@ -172,6 +172,14 @@ def read_jsonl(path):
         return [json.loads(line) for line in f if line.strip()]
 
 
+def read_run_log(path):
+    """(per-epoch records, scores) of a run's JSON lines: the scores are the lines of kind
+    'score' that --score-every adds (fashion_mnist.score_record), in step order."""
+    lines = read_jsonl(path)
+    return ([r for r in lines if r.get("kind") != "score"],
+            [r for r in lines if r.get("kind") == "score"])
+
+
 def example_script(args):
     return os.path.join(EXAMPLES_DIR, EXAMPLES[args.example]["script"])
 
@@ -186,6 +194,8 @@ def training_args(args, name):
     else:
         common += ["--train-size", str(args.train_size), "--test-size", str(args.test_size),
                    "--lr", "%g" % args.lr]
+        if args.score_every:
+            common += ["--score-every", str(args.score_every)]
     own = list(run_flags(name) or [])
     if own and own[1] != "dense" and args.min_elements:
         own += ["--compress-min-elements", str(args.min_elements)]
@@ -255,9 +265,9 @@ def parse_gravac_outputs(out, name):
                 if m and int(m.group(1)) >= 0:
                     s = int(m.group(1))
                     theta_by_step[s] = max(theta_by_step.get(s, 0.0), float(m.group(3)))
-    records = read_jsonl(os.path.join(out, name + ".jsonl"))
+    records, scores = read_run_log(os.path.join(out, name + ".jsonl"))
     last = records[-1] if records else {}
-    return {"records": records, "decisions": decisions,
+    return {"records": records, "scores": scores, "decisions": decisions,
             "theta_by_step": sorted(theta_by_step.items()),
             "bytes_sent": float(last.get("bytes_sent") or 0) if last else None,
             "bytes_dense": float(last.get("bytes_dense") or 0) if last else None,
@@ -330,25 +340,37 @@ def run_ddp(args, env):
     rc = next((c for c in codes if c != 0), 0)
     sent = (sum(a - b for a, b in zip(after, before))
             if None not in before and None not in after else None)
-    return {"rc": rc, "wall_s": wall, "records": read_jsonl(log_json), "decisions": [],
+    records, scores = read_run_log(log_json)
+    return {"rc": rc, "wall_s": wall, "records": records, "scores": scores, "decisions": [],
             "theta_by_step": [], "bytes_sent": sent, "bytes_dense": None,
             "bytes_source": "eth0 tx of both namespaces"}
 
 
-def curve_of(recs):
-    """[epoch, training time, test accuracy] of every per-epoch record."""
-    return [[r["epoch"], r["time_s"], r["test_accuracy"]] for r in recs]
+def curve_of(recs, scores=None):
+    """The accuracy curve: [step, training time without scoring, test accuracy] of every score
+    when the run was scored every --score_every steps, else [epoch, training time, test
+    accuracy] of every per-epoch record (that time includes the epochs' scoring). Its unit
+    ("step" or "epoch") is the second item."""
+    if scores:
+        return [[r["step"], r["train_time_s"], r["test_accuracy"]] for r in scores], "step"
+    return [[r["epoch"], r["time_s"], r["test_accuracy"]] for r in recs], "epoch"
 
 
 def summarize(name, res, target):
-    recs = res["records"]
+    recs, scores = res["records"], res.get("scores") or []
     final = recs[-1] if recs else {}
-    curve = curve_of(recs)
-    ttt, epoch = time_to({"curve": curve}, target)
+    curve, unit = curve_of(recs, scores)
+    ttt, reached_at = time_to({"curve": curve}, target)
+    # With scores, time and step time leave the scoring out (the last score is the last
+    # epoch's); without, they are the per-epoch records' (scoring included).
+    time_s = scores[-1]["train_time_s"] if scores else final.get("time_s")
+    steps = scores[-1]["step"] if scores else final.get("step")
+    step_ms = (1000 * time_s / steps if scores and steps
+               else 1000 * final["step_time_s"] if final.get("step_time_s") else None)
     return {"run": name, "rc": res["rc"], "epochs": len(recs),
-            "final_acc": final.get("test_accuracy"), "time_s": final.get("time_s"),
-            "time_to_target_s": ttt, "epoch_to_target": epoch,
-            "step_ms": 1000 * final["step_time_s"] if final.get("step_time_s") else None,
+            "final_acc": final.get("test_accuracy"), "time_s": time_s,
+            "time_to_target_s": ttt, "reached_at": reached_at, "curve_unit": unit,
+            "step_ms": step_ms,
             "bytes_sent": res["bytes_sent"], "bytes_dense": res["bytes_dense"],
             "bytes_source": res["bytes_source"], "wall_s": res["wall_s"],
             "load_before": res["load_before"], "load_after": res["load_after"],
@@ -358,6 +380,13 @@ def summarize(name, res, target):
             "epochs_per_100_steps": epochs_per_100_steps(res) if name.startswith("gravac")
                                     else None,
             "curve": curve}
+
+
+def reached_label(row):
+    """Where a row's curve first reached the target: "step 130", "epoch 3", or None."""
+    if row.get("reached_at") is None:
+        return None
+    return "%s %d" % (row.get("curve_unit", "epoch"), row["reached_at"])
 
 
 def epochs_per_100_steps(res):
@@ -395,7 +424,7 @@ def write_table(args, rows, load_start, load_end):
                 else "%g" % args.min_relative_gain, args.target,
                 os.cpu_count(), "/".join("%.2f" % v for v in load_start),
                 "/".join("%.2f" % v for v in load_end)), "",
-             "| run | rc | final acc | Δ vs dense (pts) | time to %.3f (s) | epoch reached | "
+             "| run | rc | final acc | Δ vs dense (pts) | time to %.3f (s) | reached at | "
              "train time (s) | bytes sent (MB) | vs dense | mean step (ms) | mean θ | "
              "decision epochs (per 100 steps) | load avg 1 min (before/after) |" % args.target,
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -410,15 +439,19 @@ def write_table(args, rows, load_start, load_end):
         lines.append("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.2f / %.2f |"
                      % (
             r["run"], r["rc"], fmt(r["final_acc"], "%.4f"), fmt(delta, "%+.2f"),
-            fmt(r["time_to_target_s"], "%.1f", "not reached"), fmt(r["epoch_to_target"], "%d"),
+            fmt(r["time_to_target_s"], "%.1f", "not reached"), fmt(reached_label(r), "%s"),
             fmt(r["time_s"], "%.1f"), fmt(r["bytes_sent"] and r["bytes_sent"] / 1e6, "%.1f"),
             fmt(ratio, "%.3f"), fmt(r["step_ms"], "%.0f"), fmt(r["theta_mean"], "%.0f"), epochs,
             r["load_before"][0], r["load_after"][0]))
     lines += ["", "Bytes: gravac runs report the controller's bytes_sent (inter-node payload, "
               "both nodes); ddp reports the eth0 transmit counters of both namespaces (payload "
               "and TCP/IP headers, gloo's ring crosses the node link twice per pass). Mean step "
-              "= training time / steps (includes the per-epoch evaluation). Train time excludes "
-              "job start-up (controller, daemons, rendezvous).", ""]
+              "= training time / steps. %s Train time excludes job start-up (controller, "
+              "daemons, rendezvous)." % (
+                  "The test images are scored every %d steps and at each epoch's end, and "
+                  "times (to the target, train time, mean step) leave the scoring out."
+                  % args.score_every if args.score_every else
+                  "Times include the per-epoch scoring of the test images."), ""]
     path = os.path.join(args.out_dir, "results.md")
     with open(path, "w") as f:
         f.write("\n".join(lines))
@@ -435,16 +468,16 @@ def plot(args, results):
     import matplotlib.ticker  # noqa: F401 (used as matplotlib.ticker)
     paths = []
     fig, ax = plt.subplots(figsize=(9, 5.5))
+    accs = []
     for name, res in results.items():
-        recs = res["records"]
-        if recs:
+        curve, _ = curve_of(res["records"], res.get("scores"))
+        if curve:
             style = "--" if name.startswith("static") else ("-." if name == "ddp" else "-")
-            ax.plot([r["time_s"] for r in recs], [r["test_accuracy"] for r in recs], style,
-                    marker=".", label=name)
+            ax.plot([c[1] for c in curve], [c[2] for c in curve], style, marker=".", label=name)
+            accs += [c[2] for c in curve]
     ax.axhline(args.target, color="grey", lw=0.8, ls=":", label="target %.3f" % args.target)
-    ax.set_xlabel("training time (s)")
+    ax.set_xlabel("training time (s)" + (", scoring left out" if args.score_every else ""))
     ax.set_ylabel("test accuracy")
-    accs = [r["test_accuracy"] for res in results.values() for r in res["records"]]
     ax.set_ylim(max(0.0, min(accs + [args.target]) - 0.02), 1.0)
     ax.set_title("accuracy against time, 2 nodes x 2 workers, %s links" % args.link)
     ax.grid(alpha=0.3)
@@ -577,6 +610,10 @@ def main():
     p.add_argument("--test_size", type=int, default=2000,
                    help="fashion: test images scored each epoch (the first of 10,000)")
     p.add_argument("--lr", type=float, default=0.02, help="fashion: SGD learning rate")
+    p.add_argument("--score_every", type=int, default=None,
+                   help="fashion: also score the test images every N steps, so a time to "
+                   "accuracy is known to N steps rather than an epoch; times then leave the "
+                   "scoring out (default 10; 0: once per epoch, as before)")
     p.add_argument("--min_dwell", type=int, default=None,
                    help="GraVAC runs: the controller's min_dwell (default: the controller's)")
     p.add_argument("--min_relative_gain", type=float, default=None,
@@ -613,6 +650,8 @@ def main():
             setattr(args, key, value)
     if args.quick:
         args.epochs = 1
+    if args.score_every < 0 or (args.score_every and args.example != "fashion"):
+        p.error("--score_every takes a number of steps, 0 or more, for --example fashion")
     names = [n for n in args.runs.split(",") if n]
     bad = [n for n in names if not known_run(n)]
     if bad:
@@ -634,7 +673,8 @@ def main():
         results = {}
         for name in names:
             if name == "ddp":
-                results[name] = {"records": read_jsonl(os.path.join(args.out_dir, "ddp.jsonl")),
+                records, scores = read_run_log(os.path.join(args.out_dir, "ddp.jsonl"))
+                results[name] = {"records": records, "scores": scores,
                                  "decisions": [], "theta_by_step": []}
             else:
                 results[name] = parse_gravac_outputs(args.out_dir, name)
@@ -705,9 +745,12 @@ def read_round(out_dir):
     """{"seed", "dir", "rows"} of one round from its results.json."""
     with open(os.path.join(out_dir, "results.json")) as f:
         data = json.load(f)
-    for row in data["rows"]:  # rounds written before rows kept their curve
+    for row in data["rows"]:  # rounds written before rows kept their curve, or scores
         if "curve" not in row:
-            row["curve"] = curve_of(read_jsonl(os.path.join(out_dir, row["run"] + ".jsonl")))
+            row["curve"], row["curve_unit"] = curve_of(
+                *read_run_log(os.path.join(out_dir, row["run"] + ".jsonl")))
+        if "reached_at" not in row:
+            row["reached_at"], row["curve_unit"] = row.get("epoch_to_target"), "epoch"
     return {"seed": data["args"]["seed"], "dir": out_dir, "rows": data["rows"]}
 
 
@@ -765,10 +808,10 @@ def median(values):
 
 
 def time_to(row, target):
-    """(training time, epoch) of the first epoch at or above target in a row's curve."""
-    for epoch, t, acc in (row or {}).get("curve") or []:
+    """(training time, step or epoch) of the curve's first point at or above target."""
+    for at, t, acc in (row or {}).get("curve") or []:
         if acc is not None and acc >= target - 1e-9:
-            return t, epoch
+            return t, at
     return None, None
 
 
@@ -837,8 +880,8 @@ def write_summary(args, names, rounds):
              "points: %s." % (", ".join(names), ", ".join(labels), args.epochs, args.target,
                               args.link, os.cpu_count(), args.dense_margin,
                               " / ".join(fmt(q, "%.4f") for q in quality)), "",
-             "| run | time to %.3f per round (s) | median (s) | rounds reaching it | epoch "
-             "reached (median) | time to dense quality per round (s) | median (s) | rounds "
+             "| run | time to %.3f per round (s) | median (s) | rounds reaching it | reached "
+             "at (median) | time to dense quality per round (s) | median (s) | rounds "
              "reaching it | final acc Δ vs dense per round (pts) | mean Δ ± s.e. (pts) | rounds "
              "within %.2f pts | mean step per round (ms) | bytes vs dense | decision epochs per "
              "100 steps per round |" % (args.target, args.dense_margin),
@@ -860,7 +903,8 @@ def write_summary(args, names, rounds):
                 "time_to_target_s": ttt,
                 "median_time_to_target_s": median(ttt),
                 "reached": sum(t is not None for t in ttt),
-                "median_epoch_to_target": median(r and r["epoch_to_target"] for r in rows),
+                "median_reached_at": median(r and r.get("reached_at") for r in rows),
+                "curve_unit": "/".join(sorted({r.get("curve_unit", "epoch") for r in rows if r})),
                 "time_to_dense_quality_s": tdq,
                 "median_time_to_dense_quality_s": median(tdq),
                 "reached_dense_quality": sum(t is not None for t in tdq),
@@ -881,7 +925,8 @@ def write_summary(args, names, rounds):
                      "%s | %s | %s |" % (
             name, " / ".join(fmt(t, "%.1f", "—") for t in ttt),
             fmt(item["median_time_to_target_s"], "%.1f"), item["reached"], len(rows),
-            fmt(item["median_epoch_to_target"], "%g"),
+            fmt(item["median_reached_at"] and "%s %g" % (item["curve_unit"],
+                                                         item["median_reached_at"]), "%s"),
             " / ".join(fmt(t, "%.1f", "—") for t in tdq),
             fmt(item["median_time_to_dense_quality_s"], "%.1f"), item["reached_dense_quality"],
             len(rows), " / ".join(fmt(x, "%+.2f", "—") for x in delta), mean_delta,

@@ -16,7 +16,8 @@ def row(run, curve, target=0.96, step_ms=50.0, sent=1.0):
     reached = next(((t, e) for e, t, a in curve if a >= target), (None, None))
     return {"run": run, "rc": 0, "epochs": len(curve), "final_acc": curve[-1][2],
             "time_s": curve[-1][1], "time_to_target_s": reached[0],
-            "epoch_to_target": reached[1], "step_ms": step_ms, "bytes_sent": sent,
+            "reached_at": reached[1], "curve_unit": "epoch", "step_ms": step_ms,
+            "bytes_sent": sent,
             "curve": [list(c) for c in curve]}
 
 
@@ -163,7 +164,7 @@ def test_epsilon_reaches_the_gravac_runs_and_the_paper_runs_keep_their_own():
     args = argparse.Namespace(epochs=3, seed=3, target=0.8, batch_size=16, example="fashion",
                               train_size=6400, test_size=1000, lr=0.02, min_elements=32768,
                               window=10, eval_steps=30, theta_max=1000, min_dwell=None,
-                              min_relative_gain=0.5, epsilon=0.5)
+                              min_relative_gain=0.5, epsilon=0.5, score_every=10)
 
     def flag(name, key):
         argv = compare.training_args(args, name)
@@ -176,6 +177,10 @@ def test_epsilon_reaches_the_gravac_runs_and_the_paper_runs_keep_their_own():
     assert flag("static100", "--epsilon") == [] and flag("dense", "--epsilon") == []
     args.epsilon = None  # the controller's
     assert flag("gravac_geometric", "--epsilon") == []
+    # Every run, DDP's peer included, is scored on the same schedule.
+    assert all(flag(n, "--score-every") == ["10"] for n in ("dense", "gravac_geometric", "ddp"))
+    args.score_every = 0
+    assert flag("dense", "--score-every") == []
 
 
 def test_controller_lines_keep_decisions_and_search_periods(tmp_path):
@@ -193,3 +198,49 @@ def test_controller_lines_keep_decisions_and_search_periods(tmp_path):
     assert len(lines) == 4 and lines[3] == "# gravac_geometric"  # no log: a header alone
     assert "decision epoch 2 from step 30" in lines[1]
     assert "search period of theta_c 100 ended at step 59" in lines[2]
+
+
+def test_scores_make_the_curve_and_leave_the_scoring_out(tmp_path):
+    # A run scored every 10 steps (--score_every): three epochs of 20 steps, each epoch's own
+    # record (its time_s counts the scoring) and the scores (their train_time_s does not).
+    lines = []
+    for epoch in (1, 2, 3):
+        for step, t, acc in [(epoch * 20 - 10, epoch * 4.0 - 2.0, 0.5 + 0.1 * epoch),
+                             (epoch * 20, epoch * 4.0, 0.55 + 0.1 * epoch)]:
+            lines.append({"kind": "score", "epoch": epoch, "step": step, "train_time_s": t,
+                          "test_accuracy": acc})
+        lines.append({"epoch": epoch, "step": epoch * 20, "time_s": epoch * 5.0,
+                      "test_accuracy": 0.55 + 0.1 * epoch, "step_time_s": 0.25,
+                      "bytes_sent": 100 * epoch, "bytes_dense": 1000 * epoch})
+    (tmp_path / "dense.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    res = compare.parse_gravac_outputs(str(tmp_path), "dense")
+    assert [r["epoch"] for r in res["records"]] == [1, 2, 3]
+    assert [r["step"] for r in res["scores"]] == [10, 20, 30, 40, 50, 60]
+    assert res["bytes_sent"] == 300.0  # from the last epoch record, not a score
+    res.update(rc=0, wall_s=20.0, load_before=(1, 1, 1), load_after=(1, 1, 1))
+    r = compare.summarize("dense", res, 0.7)
+    # 0.7 is first reached by the score at step 30 (epoch 2's mid-epoch score), at 6.0 s of
+    # training: the epoch records alone would say epoch 2 at 10.0 s.
+    assert (r["time_to_target_s"], r["reached_at"], r["curve_unit"]) == (6.0, 30, "step")
+    assert compare.reached_label(r) == "step 30"
+    assert r["epochs"] == 3 and abs(r["final_acc"] - 0.85) < 1e-12
+    assert r["time_s"] == 12.0 and r["step_ms"] == 200.0  # 12 s of training over 60 steps
+    # Without scores: the per-epoch curve, as before.
+    res["scores"] = []
+    r = compare.summarize("dense", res, 0.7)
+    assert (r["time_to_target_s"], r["reached_at"], r["curve_unit"]) == (10.0, 2, "epoch")
+    assert r["time_s"] == 15.0 and r["step_ms"] == 250.0
+    assert compare.reached_label(r) == "epoch 2"
+
+
+def test_fashion_scoring_schedule():
+    sys.path.insert(0, os.path.join(compare.EXAMPLES_DIR))
+    import fashion_mnist
+    due = [s for s in range(1, 61) if fashion_mnist.score_due(s, 20, 10)]
+    assert due == [10, 30, 50]  # the epoch ends (20, 40, 60) are scored by the epoch itself
+    assert not any(fashion_mnist.score_due(s, 20, 0) for s in range(1, 61))
+    clock = fashion_mnist.ScoringClock()
+    before = clock.training_s()
+    assert clock.score(lambda: (__import__("time").sleep(0.2), 7)[1]) == 7
+    assert clock.scoring_s >= 0.2
+    assert clock.training_s() - before < 0.1  # the 0.2 s of scoring is not training time

@@ -23,6 +23,7 @@ data with torch.distributed alone.
 
 import gzip
 import os
+import time
 
 import numpy as np
 import torch
@@ -135,3 +136,37 @@ def evaluate_shard(model, x, y, batch=500):
             correct += int((logits.argmax(1) == y[i:i + batch]).sum())
     model.train()
     return loss, correct, len(x)
+
+
+class ScoringClock:
+    """Training time with the held-out scoring left out, for a time-to-accuracy measured more
+    often than once per epoch (--score-every): every score costs the same forward passes in every
+    run, so counting them would add the same seconds to each run's time and blur their ratios.
+    `training_s()` is the time since the clock was made less every `score(...)` call so far."""
+
+    def __init__(self):
+        self.start = time.monotonic()
+        self.scoring_s = 0.0
+
+    def training_s(self):
+        return time.monotonic() - self.start - self.scoring_s
+
+    def score(self, fn):
+        """fn()'s result; the time it took is not training time."""
+        t = time.monotonic()
+        try:
+            return fn()
+        finally:
+            self.scoring_s += time.monotonic() - t
+
+
+def score_due(step, steps_per_epoch, every):
+    """Whether the global step `step` (1-based, just finished) is scored mid-epoch: every
+    `every` steps (0: never), except at an epoch's end, which is scored anyway."""
+    return every > 0 and step % every == 0 and step % steps_per_epoch != 0
+
+
+def score_record(epoch, step, training_s, accuracy):
+    """The JSON line of one held-out score (train_fashion.py and ddp_peer.py write the same)."""
+    return {"kind": "score", "epoch": epoch, "step": step,
+            "train_time_s": round(training_s, 3), "test_accuracy": accuracy}

@@ -17,9 +17,12 @@ alternative from torchvision).
 
 --mode, --theta, the GraVAC flags and --print-gravacrun-args are those of train_digits.py (the
 job's θ settings go to gravacrun); rank 0 prints and logs (--log-json) the same per-epoch line.
+--score-every N also scores the test images every N steps and logs each score with the training
+time so far, the time spent scoring left out (a time to accuracy finer than an epoch).
 """
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -52,6 +55,10 @@ def parse_args(argv):
     p.add_argument("--min-accuracy", type=float, default=0.0,
                    help="exit 1 when the final test accuracy is below this (smoke tests)")
     p.add_argument("--log-json", default="", help="rank 0 appends one JSON line per epoch")
+    p.add_argument("--score-every", type=int, default=0,
+                   help="also score the test images every N steps (0: at epoch ends only); "
+                   "rank 0 logs each as a JSON line of kind 'score' whose train_time_s leaves "
+                   "the scoring out (bench/e2e/compare.py --score_every)")
     p.add_argument("--threads", type=int, default=1, help="torch threads per rank")
     train_digits.add_gravac_args(p)
     p.add_argument("--print-gravacrun-args", action="store_true",
@@ -66,6 +73,21 @@ def evaluate(model, x_test, y_test, rank, size):
     total = hvd.allreduce(torch.tensor([loss, correct, count], dtype=torch.float32),
                           op=hvd.Sum, name="test_counts")
     return total[0].item() / total[2].item(), total[1].item() / total[2].item()
+
+
+def append_json(path, record):
+    if path:
+        with open(path, "a") as f:
+            f.write(json.dumps(record) + "\n")
+
+
+def log_score(args, rank, clock, epoch, step, model, x_test, y_test, size):
+    """A mid-epoch score (--score-every): every rank scores its shard, rank 0 logs the sum."""
+    training_s = clock.training_s()
+    _, acc = clock.score(lambda: evaluate(model, x_test, y_test, rank, size))
+    if rank == 0:
+        print("step %5d  acc %.4f  %.1f s training" % (step, acc, training_s), flush=True)
+        append_json(args.log_json, fashion_mnist.score_record(epoch, step, training_s, acc))
 
 
 def main(argv):
@@ -107,8 +129,13 @@ def main(argv):
                  len(x_train), len(x_test), steps_per_epoch, size, args.batch_size), flush=True)
         train_digits.warn_if_job_differs(gravacctl, args.mode, compression)
 
+    if args.score_every < 0:
+        print("train_fashion: --score-every must be 0 or more, not %d" % args.score_every,
+              file=sys.stderr)
+        return 2
     loss_fn = torch.nn.CrossEntropyLoss()
     start = time.monotonic()
+    clock = fashion_mnist.ScoringClock()
     time_to_target, acc = None, 0.0
     for epoch in range(1, args.epochs + 1):
         perm = torch.randperm(len(x_train), generator=torch.Generator().manual_seed(
@@ -131,10 +158,17 @@ def main(argv):
             epoch_loss += loss.item()
             if optimizer.last_step_info is not None:
                 thetas.append(optimizer.last_step_info["theta"])
+            step = (epoch - 1) * steps_per_epoch + i + 1
+            if fashion_mnist.score_due(step, steps_per_epoch, args.score_every):
+                log_score(args, rank, clock, epoch, step, model, x_test, y_test, size)
         train_loss = hvd.allreduce(torch.tensor(epoch_loss / steps_per_epoch),
                                    name="epoch_loss").item()
-        test_loss, acc = evaluate(model, x_test, y_test, rank, size)
+        training_s = clock.training_s()
+        test_loss, acc = clock.score(lambda: evaluate(model, x_test, y_test, rank, size))
         elapsed = time.monotonic() - start
+        if args.score_every > 0 and rank == 0:
+            append_json(args.log_json, fashion_mnist.score_record(
+                epoch, epoch * steps_per_epoch, training_s, acc))
         if time_to_target is None and acc >= args.target_accuracy:
             time_to_target = elapsed
         if rank == 0:
