@@ -90,7 +90,8 @@ absl::Status Gravacd::Run() {
   }
   GRAVAC_LOG(*log_, kInfo, "waiting for %d local workers on %s", options_.local_size,
              options_.socket_path);
-  JobSession session(options_, *std::move(started), log_, metrics.get(), /*fail_workers=*/false);
+  JobSession session(options_, *std::move(started), log_, metrics.get(), /*fail_workers=*/false,
+                     /*device_intake=*/device_.Available());
   {
     absl::MutexLock lock(&mu_);
     if (stop_) return absl::OkStatus();

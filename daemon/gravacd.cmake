@@ -10,7 +10,8 @@ endif()
 add_library(gravac_gravacd ${CMAKE_CURRENT_SOURCE_DIR}/gravacd.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/gravacd_options.cc ${CMAKE_CURRENT_SOURCE_DIR}/job_session.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/job_service.cc ${CMAKE_CURRENT_SOURCE_DIR}/data_ports.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/regroup_desk.cc)
+  ${CMAKE_CURRENT_SOURCE_DIR}/regroup_desk.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/device_collectives_choice.cc)
 target_link_libraries(gravac_gravacd PUBLIC gravac_local gravac_engine gravac_control
   gravac_collectives gravac_transport gravac_daemon_metrics gravac_metrics gravac_core
   absl::synchronization absl::time)

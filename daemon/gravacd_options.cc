@@ -12,6 +12,7 @@
 #include "core/metrics.h"
 #include "core/status.h"
 #include "core/tls_settings.h"
+#include "daemon/collectives/device_collectives_backends.h"
 #include "daemon/transport/transport_registry.h"
 
 namespace gravac::daemon {
@@ -36,6 +37,14 @@ constexpr SettingSpec kSettings[] = {
     {"ucx_net_devices", "GRAVAC_UCX_NET_DEVICES", "", "UCX_NET_DEVICES (e.g. eth0)"},
     {"data_port_range", "GRAVAC_DATA_PORT_RANGE", "",
      "LO-HI: the data plane listens only on these TCP ports (for a NetworkPolicy); empty = any"},
+    {"device_collectives", "GRAVAC_DEVICE_COLLECTIVES", "auto",
+     "collectives between nodes for the job's device buffers: nccl (NCCL allreduce and "
+     "allgather on device memory; needs NCCL in every node's gravacd and its workers' device "
+     "tensors), host (the host data plane), auto (nccl when every node can, else host); agreed "
+     "at the job's start, a mix of nccl and host is refused"},
+    {"nccl_device", "GRAVAC_NCCL_DEVICE", "0",
+     "CUDA device of gravacd's NCCL communicator (the device of the engine's device buffers)",
+     SettingType::kInt},
     {"fusion_threshold_bytes", "GRAVAC_FUSION_THRESHOLD", "67108864", "tensor fusion buffer size",
      SettingType::kInt},
     {"cycle_time_ms", "GRAVAC_CYCLE_TIME_MS", "1", "negotiation cycle time", SettingType::kDouble},
@@ -144,6 +153,27 @@ absl::StatusOr<GravacdOptions> GravacdOptionsFromSettings(const Settings& s) {
     return absl::InvalidArgumentError(
         StrCat("--transport (GRAVAC_TRANSPORT): ", carries.message()));
   }
+  ASSIGN_OR_RETURN(std::string device_collectives, s.GetString("device_collectives"));
+  absl::StatusOr<DeviceCollectivesSetting> setting =
+      ParseDeviceCollectivesSetting(device_collectives);
+  if (!setting.ok()) {
+    return absl::InvalidArgumentError(
+        StrCat("--device_collectives (GRAVAC_DEVICE_COLLECTIVES): ", setting.status().message()));
+  }
+  o.device_collectives = *setting;
+  if (o.device_collectives == DeviceCollectivesSetting::kNccl &&
+      !collectives::NcclDeviceCollectivesBuilt()) {
+    return absl::InvalidArgumentError(
+        "--device_collectives=nccl carries the job's device buffers over NCCL, but this gravacd "
+        "was built without NCCL (without CUDA, or GRAVAC_WITH_NCCL=OFF): its collectives carry "
+        "host memory only; use --device_collectives=host or auto, or a CUDA build with NCCL");
+  }
+  ASSIGN_OR_RETURN(int64_t nccl_device, s.GetInt("nccl_device"));
+  if (nccl_device < 0 || nccl_device > 1023) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--nccl_device must be 0..1023, got %d", nccl_device));
+  }
+  o.nccl_device = static_cast<int>(nccl_device);
   ASSIGN_OR_RETURN(o.ucx_tls, s.GetString("ucx_tls"));
   ASSIGN_OR_RETURN(o.ucx_net_devices, s.GetString("ucx_net_devices"));
   ASSIGN_OR_RETURN(std::string ports, s.GetString("data_port_range"));
@@ -247,7 +277,8 @@ std::string GravacdBuild() {
   }
   return StrCat("gravac ", GRAVAC_VERSION, ", CUDA kernels ",
                 GRAVAC_CUDA_KERNELS ? "built" : "not built (GRAVAC_WITH_CUDA=OFF)",
-                ", data-plane transports: ", transports);
+                ", data-plane transports: ", transports, ", device collectives: host",
+                collectives::NcclDeviceCollectivesBuilt() ? ", nccl" : "");
 }
 
 }  // namespace gravac::daemon

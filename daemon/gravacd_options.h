@@ -16,6 +16,7 @@
 #include "core/job_id.h"
 #include "core/settings.h"
 #include "daemon/data_ports.h"
+#include "daemon/device_collectives_choice.h"
 #include "proto/grpc_security.h"
 
 namespace gravac::daemon {
@@ -42,6 +43,10 @@ struct GravacdOptions {
   std::string ucx_tls;          // "" = UCX's choice
   std::string ucx_net_devices;  // "" = UCX's choice
   PortRange data_ports;         // the data plane listens only there (UCX_TCP_PORT_RANGE)
+  // The engine's collectives between nodes for device buffers (device_collectives_choice.h), and
+  // the CUDA device of the nccl ones.
+  DeviceCollectivesSetting device_collectives = DeviceCollectivesSetting::kAuto;
+  int nccl_device = 0;
   size_t fusion_threshold_bytes = size_t{64} << 20;
   absl::Duration cycle_time = absl::Milliseconds(1);
   absl::Duration stall_warning = absl::Seconds(60);
@@ -63,7 +68,8 @@ struct GravacdOptions {
 std::vector<SettingSpec> GravacdSettings();
 
 // What this gravacd was built with, for --help and its first log line:
-// "gravac 0.1.0, CUDA kernels built, data-plane transports: loopback, ucx, nccl".
+// "gravac 0.1.0, CUDA kernels built, data-plane transports: loopback, ucx, nccl, device
+// collectives: host, nccl".
 std::string GravacdBuild();
 
 // Reads GravacdOptions from parsed settings; InvalidArgument naming the setting for values out

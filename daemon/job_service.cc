@@ -286,7 +286,8 @@ void JobService::Route(ipc::UniqueFd fd, ipc::FrameReader reader, std::string pa
   s->slots = want;
   s->metrics = std::move(metrics);
   s->session = std::make_unique<JobSession>(std::move(o), *std::move(server), log_,
-                                            s->metrics.get(), /*fail_workers=*/true);
+                                            s->metrics.get(), /*fail_workers=*/true,
+                                            /*device_intake=*/device_.Available());
   s->session->server().Adopt(std::move(fd), std::move(reader), std::move(payload));
   GRAVAC_LOG(*log_, kInfo, "%s: serving %s (%d workers); jobs here: %s", Where(), job.ToString(),
              want, Holders() == "none" ? job.ToString() : StrCat(Holders(), ", ", job.ToString()));

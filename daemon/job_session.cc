@@ -10,8 +10,10 @@
 #include "core/absl_compat.h"
 #include "core/status.h"
 #include "daemon/collectives/communicator.h"
+#include "daemon/collectives/device_collectives_backends.h"
 #include "daemon/control/controller_client.h"
 #include "daemon/control/failure_reporter.h"
+#include "daemon/device_collectives_choice.h"
 #include "daemon/engine/engine.h"
 #include "daemon/transport/transport_registry.h"
 
@@ -91,6 +93,10 @@ absl::Status JobSession::RunSteps(bool* serving) {
   std::unique_ptr<transport::Transport> transport;
   std::unique_ptr<ControllerClient> client;
   std::unique_ptr<Engine> engine;
+  // The job's collectives for the engine's device path (issue 18 item 3), made over the
+  // communicator the engine owns and gone before it (declared after it). The engine takes them
+  // next; until then they are made (agreed, NCCL bootstrapped) and held for the job, unused.
+  std::unique_ptr<collectives::DeviceCollectives> device_collectives;
   WorkerServer* const server = server_.get();
   GRAVAC_LOG(*log_, kInfo, "%s: waiting for the local workers", Where());
 
@@ -192,6 +198,19 @@ absl::Status JobSession::RunSteps(bool* serving) {
                                          {.op_timeout = options_.op_timeout});
   if (!comm.ok())
     return Context(comm.status(), StrCat(Where(), ": connecting to the other daemons"));
+  DeviceCollectivesChoice chosen;
+  absl::StatusOr<std::unique_ptr<collectives::DeviceCollectives>> device = MakeJobDeviceCollectives(
+      **comm,
+      {.setting = options_.device_collectives,
+       .nccl_built = collectives::NcclDeviceCollectivesBuilt(),
+       .device_buffers = device_intake_},
+      {.device = options_.nccl_device, .op_timeout = options_.op_timeout}, &chosen);
+  if (!device.ok()) {
+    return Context(device.status(), StrCat(Where(), ": choosing the device collectives"));
+  }
+  device_collectives = *std::move(device);
+  GRAVAC_LOG(*log_, kInfo, "%s: device collectives: %s (%s)", options_.job.ToString(),
+             device_collectives->name(), chosen.reason);
   client->Start();
   absl::StatusOr<std::unique_ptr<Engine>> engine_or =
       Engine::Start({.node_rank = node_rank,

@@ -10,7 +10,11 @@
 //      data port range), whose rank is this node's rank (NodePlacement) and whose LocalAddress
 //      goes to
 //   3. ControllerClient::Join (naming the job), which returns every node's layout and address;
-//   4. Communicator::Connect over those addresses, ControllerClient::Start, Engine::Start;
+//   4. Communicator::Connect over those addresses; the job's DeviceCollectives, agreed with the
+//      other nodes over it (device_collectives_choice.h: --device_collectives, NCCL built, and
+//      `device_intake`, whether this gravacd takes its workers' device tensors), which the engine
+//      takes next (issue 18 item 3: it does not use them yet); ControllerClient::Start,
+//      Engine::Start;
 //   5. WorkerServer::Serve(Engine::Enqueue, Engine::FailLocal), then WaitForShutdown (every local
 //      worker called gravac_shutdown or disconnected);
 //   6. Engine::Shutdown (agreed with the other nodes), ControllerClient::Shutdown and Leave,
@@ -56,13 +60,16 @@ class JobSession {
  public:
   // `options` are the node's (its job, node_rank and nodes are this job's: see JobService);
   // `server` serves this job's workers. `log` and `metrics` (nullptr = none) must outlive Run.
+  // `device_intake`: the server takes the workers' device tensors (its DeviceAccess is
+  // Available()).
   JobSession(GravacdOptions options, std::unique_ptr<WorkerServer> server, Logger* log,
-             DaemonMetrics* metrics, bool fail_workers)
+             DaemonMetrics* metrics, bool fail_workers, bool device_intake)
       : options_(std::move(options)),
         server_(std::move(server)),
         log_(log),
         metrics_(metrics),
-        fail_workers_(fail_workers) {}
+        fail_workers_(fail_workers),
+        device_intake_(device_intake) {}
   JobSession(const JobSession&) = delete;
   JobSession& operator=(const JobSession&) = delete;
 
@@ -94,6 +101,7 @@ class JobSession {
   Logger* const log_;
   DaemonMetrics* const metrics_;
   const bool fail_workers_;
+  const bool device_intake_;
   mutable absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   ControllerClient* joining_ ABSL_GUARDED_BY(mu_) = nullptr;  // set while Join blocks

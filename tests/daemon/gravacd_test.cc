@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "core/status.h"
 #include "core/testing/status_matchers.h"
+#include "daemon/collectives/device_collectives_backends.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -98,6 +99,40 @@ TEST(GravacdOptionsTest, TransportThatCannotCarryHostBuffersIsRefusedAtStart) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("unknown transport 'carrier-pigeon'")));
   EXPECT_THAT(Parse({"--controller=h:1", "--socket=/s", "--transport=loopback"}), IsOk());
+}
+
+// Issue 18 item 3: --device_collectives picks the engine's collectives for device buffers.
+// nccl is refused at start by a build without NCCL, naming both sides; auto is the default.
+TEST(GravacdOptionsTest, DeviceCollectivesSetting) {
+  absl::StatusOr<GravacdOptions> plain = Parse({"--controller=h:1", "--socket=/s"});
+  ASSERT_THAT(plain, IsOk());
+  EXPECT_EQ(plain->device_collectives, DeviceCollectivesSetting::kAuto);
+  EXPECT_EQ(plain->nccl_device, 0);
+  absl::StatusOr<GravacdOptions> host =
+      Parse({"--controller=h:1", "--socket=/s"}, {{"GRAVAC_DEVICE_COLLECTIVES", "HOST"}});
+  ASSERT_THAT(host, IsOk());
+  EXPECT_EQ(host->device_collectives, DeviceCollectivesSetting::kHost);
+  EXPECT_THAT(Parse({"--controller=h:1", "--socket=/s", "--device_collectives=mpi"}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("--device_collectives"), HasSubstr("'mpi'"),
+                             HasSubstr("auto, host, nccl"))));
+  EXPECT_THAT(Parse({"--controller=h:1", "--socket=/s", "--nccl_device=-1"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--nccl_device")));
+  absl::StatusOr<GravacdOptions> nccl =
+      Parse({"--controller=h:1", "--socket=/s", "--device_collectives=nccl", "--nccl_device=1"});
+  if (collectives::NcclDeviceCollectivesBuilt()) {
+    ASSERT_THAT(nccl, IsOk());
+    EXPECT_EQ(nccl->device_collectives, DeviceCollectivesSetting::kNccl);
+    EXPECT_EQ(nccl->nccl_device, 1);
+  } else {
+    EXPECT_THAT(nccl,
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         AllOf(HasSubstr("--device_collectives=nccl"), HasSubstr("device buffers"),
+                               HasSubstr("built without NCCL"), HasSubstr("host memory"))));
+  }
+  EXPECT_THAT(GravacdBuild(),
+              HasSubstr(collectives::NcclDeviceCollectivesBuilt() ? "device collectives: host, nccl"
+                                                                  : "device collectives: host"));
 }
 
 TEST(GravacdOptionsTest, MetricsSettings) {

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -18,18 +19,21 @@
 namespace gravac::runner {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
 
-absl::StatusOr<netemu::CommandResult> Gravacrun(std::vector<std::string> flags,
-                                                std::vector<std::string> worker_args) {
+absl::StatusOr<netemu::CommandResult> Gravacrun(
+    std::vector<std::string> flags, std::vector<std::string> worker_args,
+    std::vector<std::pair<std::string, std::string>> env = {}) {
   std::vector<std::string> argv = {GRAVACRUN_BIN};
   argv.insert(argv.end(), flags.begin(), flags.end());
   argv.push_back("--");
   argv.push_back(RUNNER_JOB_WORKER);
   argv.insert(argv.end(), worker_args.begin(), worker_args.end());
-  return netemu::RunCommand(argv, {.netns = "", .env = {}, .timeout = absl::Seconds(120)});
+  return netemu::RunCommand(argv,
+                            {.netns = "", .env = std::move(env), .timeout = absl::Seconds(120)});
 }
 
 TEST(GravacrunJobTest, TwoNodesFourWorkers) {
@@ -102,6 +106,33 @@ TEST(GravacrunJobTest, UnevenNodes) {
   for (int rank = 0; rank < 3; ++rank) {
     EXPECT_THAT(r.out, HasSubstr(absl::StrCat("[rank ", rank, "] rank ", rank, " of 3 ok")));
   }
+}
+
+// Issue 18 item 3: the nodes agree the engine's device collectives at the job's start. Here
+// (no GPU, or no NCCL) auto gives host and says why on every node; nccl is refused, by every node
+// of a CUDA+NCCL build naming the node that asked and the node whose buffers are host memory, or
+// by gravacd's settings in a build without NCCL.
+TEST(GravacrunJobTest, DeviceCollectivesAreAgreedAndNcclWithoutADeviceIsRefused) {
+  ASSERT_OK_AND_ASSIGN(netemu::CommandResult autod,
+                       Gravacrun({"-np", "2", "--nodes", "2"}, {"--steps", "2"}));
+  ASSERT_EQ(autod.status.exit_code, 0) << autod.out << autod.err;
+  for (int node = 0; node < 2; ++node) {
+    EXPECT_THAT(autod.err,
+                ::testing::ContainsRegex(absl::StrCat(
+                    "\\[gravacd ", node,
+                    "\\] [^\n]*device collectives: host \\(auto: node 0's gravacd [^\n]*"
+                    "(no device intake|built without NCCL)")));
+  }
+  ASSERT_OK_AND_ASSIGN(
+      netemu::CommandResult nccl,
+      Gravacrun({"-np", "2", "--nodes", "2"}, {"--steps", "2"},
+                {{"GRAVAC_DEVICE_COLLECTIVES", "nccl"}}));
+  EXPECT_NE(nccl.status.exit_code, 0) << nccl.out << nccl.err;
+  EXPECT_THAT(nccl.err, HasSubstr("--device_collectives=nccl"));
+  EXPECT_THAT(nccl.err, ::testing::AnyOf(
+                            AllOf(HasSubstr("(node 0) carries device memory on every node"),
+                                  HasSubstr("host memory")),
+                            HasSubstr("built without NCCL")));
 }
 
 TEST(GravacrunJobTest, WorkerDyingMidJobEndsTheJobWithItsCode) {
