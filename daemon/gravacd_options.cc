@@ -37,11 +37,12 @@ constexpr SettingSpec kSettings[] = {
     {"ucx_net_devices", "GRAVAC_UCX_NET_DEVICES", "", "UCX_NET_DEVICES (e.g. eth0)"},
     {"data_port_range", "GRAVAC_DATA_PORT_RANGE", "",
      "LO-HI: the data plane listens only on these TCP ports (for a NetworkPolicy); empty = any"},
-    {"device_collectives", "GRAVAC_DEVICE_COLLECTIVES", "auto",
+    {"device_collectives", "GRAVAC_DEVICE_COLLECTIVES", "host",
      "collectives between nodes for the job's device buffers: nccl (NCCL allreduce and "
      "allgather on device memory; needs NCCL in every node's gravacd and its workers' device "
      "tensors), host (the host data plane), auto (nccl when every node can, else host); agreed "
-     "at the job's start, a mix of nccl and host is refused"},
+     "at the job's start, a mix of nccl and host is refused. Default host: the engine does not use "
+     "the device collectives yet, so auto or nccl would only make an NCCL communicator at start"},
     {"nccl_device", "GRAVAC_NCCL_DEVICE", "0",
      "CUDA device of gravacd's NCCL communicator (the device of the engine's device buffers)",
      SettingType::kInt},

@@ -102,11 +102,12 @@ TEST(GravacdOptionsTest, TransportThatCannotCarryHostBuffersIsRefusedAtStart) {
 }
 
 // Issue 18 item 3: --device_collectives picks the engine's collectives for device buffers.
-// nccl is refused at start by a build without NCCL, naming both sides; auto is the default.
+// nccl is refused at start by a build without NCCL, naming both sides; host is the default
+// until the engine uses the device collectives (an NCCL communicator nothing uses is only cost).
 TEST(GravacdOptionsTest, DeviceCollectivesSetting) {
   absl::StatusOr<GravacdOptions> plain = Parse({"--controller=h:1", "--socket=/s"});
   ASSERT_THAT(plain, IsOk());
-  EXPECT_EQ(plain->device_collectives, DeviceCollectivesSetting::kAuto);
+  EXPECT_EQ(plain->device_collectives, DeviceCollectivesSetting::kHost);
   EXPECT_EQ(plain->nccl_device, 0);
   absl::StatusOr<GravacdOptions> host =
       Parse({"--controller=h:1", "--socket=/s"}, {{"GRAVAC_DEVICE_COLLECTIVES", "HOST"}});

@@ -113,8 +113,13 @@ TEST(GravacrunJobTest, UnevenNodes) {
 // of a CUDA+NCCL build naming the node that asked and the node whose buffers are host memory, or
 // by gravacd's settings in a build without NCCL.
 TEST(GravacrunJobTest, DeviceCollectivesAreAgreedAndNcclWithoutADeviceIsRefused) {
-  ASSERT_OK_AND_ASSIGN(netemu::CommandResult autod,
+  ASSERT_OK_AND_ASSIGN(netemu::CommandResult plain,
                        Gravacrun({"-np", "2", "--nodes", "2"}, {"--steps", "2"}));
+  ASSERT_EQ(plain.status.exit_code, 0) << plain.out << plain.err;
+  EXPECT_THAT(plain.err, HasSubstr("device collectives: host (host asked for (node 0))"));
+  ASSERT_OK_AND_ASSIGN(netemu::CommandResult autod,
+                       Gravacrun({"-np", "2", "--nodes", "2"}, {"--steps", "2"},
+                                 {{"GRAVAC_DEVICE_COLLECTIVES", "auto"}}));
   ASSERT_EQ(autod.status.exit_code, 0) << autod.out << autod.err;
   for (int node = 0; node < 2; ++node) {
     EXPECT_THAT(autod.err,
