@@ -1,5 +1,6 @@
 #include "daemon/engine/backend_compression.h"
 
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -20,6 +21,15 @@ bool BackendCompression::Runs(const kernels::Compressor* compressor,
          value_type == kernels::ValueType::kFloat32;
 }
 
+BackendCompression::BackendCompression(Logger* log, DeviceBackendFactory make_device)
+    : log_(log), make_device_(std::move(make_device)) {
+  if (make_device_ == nullptr) {
+    make_device_ = [](int device) {
+      return kernels::MakeCompressionBackend(MemoryType::kDevice, device);
+    };
+  }
+}
+
 absl::StatusOr<CompressionBackend*> BackendCompression::BackendFor(MemoryType type, int device) {
   if (type == MemoryType::kDevice && device < 0 && !said_no_device_) {
     said_no_device_ = true;
@@ -32,8 +42,7 @@ absl::StatusOr<CompressionBackend*> BackendCompression::BackendFor(MemoryType ty
   if (type == MemoryType::kDevice && device >= 0) {
     auto it = devices_.find(device);
     if (it == devices_.end()) {
-      absl::StatusOr<std::unique_ptr<CompressionBackend>> made =
-          kernels::MakeCompressionBackend(MemoryType::kDevice, device);
+      absl::StatusOr<std::unique_ptr<CompressionBackend>> made = make_device_(device);
       if (log_ != nullptr && made.ok()) {
         GRAVAC_LOG(*log_, kInfo,
                    "GPU compression: CUDA device %d's tensors are compressed with the CUDA "
@@ -63,15 +72,8 @@ absl::StatusOr<BackendCompression::Tensor*> BackendCompression::Find(const std::
   return &it->second;
 }
 
-absl::StatusOr<bool> BackendCompression::Compensate(const TensorSpec& spec, int device,
-                                                    absl::Span<const float> g, double* grad_norm) {
-  const int64_t n = Elements(spec.shape);
-  RETURN_IF_ERROR(kernels::cpu::CheckSize(n, spec.name));
-  if (static_cast<int64_t>(g.size()) != n) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("tensor '%s': gradient has %d elements, shape %d", spec.name, g.size(), n));
-  }
-  ASSIGN_OR_RETURN(CompressionBackend * backend, BackendFor(spec.memory, device));
+absl::StatusOr<BackendCompression::Tensor*> BackendCompression::StateFor(
+    const TensorSpec& spec, int64_t n, CompressionBackend* backend) {
   Tensor& t = tensors_[spec.name];
   if (t.step == nullptr || t.backend != backend || t.step->size() != n) {
     t = Tensor{};  // the old state goes first
@@ -82,9 +84,21 @@ absl::StatusOr<bool> BackendCompression::Compensate(const TensorSpec& spec, int 
     }
     t = Tensor{backend, std::make_unique<TopKStep>(*std::move(step))};
   }
+  return &t;
+}
+
+absl::Status BackendCompression::Compensate(const TensorSpec& spec, int device,
+                                            absl::Span<const float> g, double* grad_norm) {
+  const int64_t n = Elements(spec.shape);
+  RETURN_IF_ERROR(kernels::cpu::CheckSize(n, spec.name));
+  if (static_cast<int64_t>(g.size()) != n) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("tensor '%s': gradient has %d elements, shape %d", spec.name, g.size(), n));
+  }
+  ASSIGN_OR_RETURN(CompressionBackend * backend, BackendFor(spec.memory, device));
+  ASSIGN_OR_RETURN(Tensor * t, StateFor(spec, n, backend));
   if (backend->memory_type() == MemoryType::kHost) {
-    RETURN_IF_ERROR(t.step->Compensate(g.data(), grad_norm));
-    return true;
+    return t->step->Compensate(g.data(), grad_norm);
   }
   std::unique_ptr<kernels::BackendMemory>& stage = staging_[backend];
   const size_t bytes = static_cast<size_t>(n) * sizeof(float);
@@ -93,8 +107,16 @@ absl::StatusOr<bool> BackendCompression::Compensate(const TensorSpec& spec, int 
     ASSIGN_OR_RETURN(stage, backend->Allocate(bytes));
   }
   RETURN_IF_ERROR(backend->CopyFromHost(stage->data(), g.data(), bytes));
-  RETURN_IF_ERROR(t.step->Compensate(stage->floats()));
-  return false;
+  RETURN_IF_ERROR(t->step->Compensate(stage->floats()));
+  ASSIGN_OR_RETURN(const double sum_squares, backend->SumSquares(stage->floats(), n));
+  *grad_norm = std::sqrt(sum_squares);
+  return absl::OkStatus();
+}
+
+bool BackendCompression::LevelsOnDevice(const std::string& name) const {
+  auto it = tensors_.find(name);
+  return it != tensors_.end() && it->second.step != nullptr &&
+         it->second.backend->memory_type() != MemoryType::kHost;
 }
 
 absl::Status BackendCompression::Select(const std::string& name, Level level, double theta,
@@ -102,7 +124,6 @@ absl::Status BackendCompression::Select(const std::string& name, Level level, do
   ASSIGN_OR_RETURN(Tensor * t, Find(name));
   const int64_t n = t->step->size();
   RETURN_IF_ERROR(kernels::cpu::CheckCompressArgs(n, theta, name));
-  kernels::cpu::PrepareSparseOutput(n, kernels::ValueType::kFloat32, out);
   if (absl::Status s = t->step->Select(level, kernels::KeepCount(n, theta)); !s.ok()) {
     // The backends do not know the tensor's name: a non-finite p gets the topk compressor's
     // message from the host copy (p = g + e is non-finite exactly where g is).
@@ -112,12 +133,27 @@ absl::Status BackendCompression::Select(const std::string& name, Level level, do
     }
     return absl::Status(s.code(), absl::StrFormat("tensor '%s': %s", name, s.message()));
   }
+  if (out == nullptr) return absl::OkStatus();
+  return CopyMessage(name, level, out);
+}
+
+absl::Status BackendCompression::CopyMessage(const std::string& name, Level level,
+                                             kernels::Compressed* out) {
+  ASSIGN_OR_RETURN(Tensor * t, Find(name));
+  kernels::cpu::PrepareSparseOutput(t->step->size(), kernels::ValueType::kFloat32, out);
   const TopKStep::Message m = level == Level::kMin ? t->step->at_min() : t->step->at_candidate();
   out->indices.resize(static_cast<size_t>(m.count));
   out->values.resize(static_cast<size_t>(m.count));
   RETURN_IF_ERROR(
       t->backend->CopyToHost(out->indices.data(), m.indices, m.count * sizeof(int32_t)));
   return t->backend->CopyToHost(out->values.data(), m.values, m.count * sizeof(float));
+}
+
+absl::StatusOr<double> BackendCompression::Norm(const std::string& name, Level level) {
+  ASSIGN_OR_RETURN(Tensor * t, Find(name));
+  const TopKStep::Message m = level == Level::kMin ? t->step->at_min() : t->step->at_candidate();
+  ASSIGN_OR_RETURN(const double sum_squares, t->backend->SumSquares(m.values, m.count));
+  return std::sqrt(sum_squares);
 }
 
 absl::Status BackendCompression::Commit(const std::string& name, Level sent) {

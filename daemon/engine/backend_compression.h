@@ -14,15 +14,23 @@
 // rounding.
 //
 // The tensor reaches the engine in host memory (the local side reduces a node's workers there,
-// daemon/local/), so on the CUDA backend each step copies g to the device (one staging buffer per
-// backend) and each selected message (k indices and values) back for the wire encoding; p and the
-// residual stay on the device. The norms of the statistics are in kernels::L2Norm's order on
-// every backend, as on the CPU path: ‖g‖ from the CPU backend's compensation pass (or, for a
-// device tensor, from host g), the levels' from their host copies.
+// daemon/local/), so on a device backend each step copies g to the device (one staging buffer
+// per backend) and the sent message (k indices and values) back for the wire encoding; p, the
+// residual and both levels stay on the device.
+//
+// Norms of the statistics: on the CPU backend they are in kernels::L2Norm's order, bit for bit
+// the CPU compressor path's (‖g‖ from the compensation pass, the levels' from their host
+// copies). On a device backend they come from its SumSquares (kernels/cpu/sum_squares.h's order,
+// which the CUDA twin follows bit for bit) over g, θ_min's and θ_c's messages where they lie:
+// nothing of size n crosses to the host for them, and both levels are selected there
+// (LevelsOnDevice), θ_c's directly from p (for topk the same message as from θ_min's).
 //
 // A device tensor whose backend cannot be made (gravac built without CUDA, no usable device, no
 // device known for the tensor) is compressed on the CPU backend, said once per device in the log;
 // its results are the same (the CUDA kernels match their CPU twins bit for bit).
+//
+// The CUDA devices' backends come from a DeviceBackendFactory (kernels::MakeCompressionBackend
+// by default; tests pass fakes that run the CPU kernels on memory of their own).
 //
 // Thread-safety: not thread-safe; owned by the engine thread (through the Executor).
 #ifndef GRAVAC_DAEMON_ENGINE_BACKEND_COMPRESSION_H_
@@ -30,6 +38,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -49,6 +58,11 @@
 
 namespace gravac::daemon::internal {
 
+// Makes the compression backend of CUDA device `device` (>= 0); an error means the device's
+// tensors are compressed on the CPU backend.
+using DeviceBackendFactory =
+    std::function<absl::StatusOr<std::unique_ptr<kernels::CompressionBackend>>(int device)>;
+
 class BackendCompression {
  public:
   using Level = kernels::TopKStep::Level;
@@ -56,20 +70,29 @@ class BackendCompression {
   // True when the backends run `compressor` (may be null) at `value_type`: topk with fp32 values.
   static bool Runs(const kernels::Compressor* compressor, kernels::ValueType value_type);
 
-  // `log` (may be null) gets the one line per device that falls back to the CPU backend.
-  explicit BackendCompression(Logger* log) : log_(log) {}
+  // `log` (may be null) gets the one line per device that falls back to the CPU backend;
+  // `make_device` null: kernels::MakeCompressionBackend(kDevice, device).
+  explicit BackendCompression(Logger* log, DeviceBackendFactory make_device = nullptr);
 
   // p = g + e for tensor `spec` (g: its n = Elements(spec.shape) floats, in host memory) on the
-  // backend of spec.memory (and `device` for kDevice). On the CPU backend ‖g‖ (kernels::L2Norm,
-  // bit for bit) comes from the same pass into *grad_norm and the result is true; on the CUDA
-  // backend the result is false and the caller takes ‖g‖ from its host g. A tensor whose size or
-  // backend changed starts from a zero residual. On error the residual is unchanged.
-  absl::StatusOr<bool> Compensate(const TensorSpec& spec, int device, absl::Span<const float> g,
-                                  double* grad_norm);
+  // backend of spec.memory (and `device` for kDevice), and ‖g‖ into *grad_norm: on the CPU
+  // backend from the same pass in kernels::L2Norm's order (bit for bit), on a device backend
+  // from its SumSquares over g in device memory (blocking on its queued work). A tensor whose
+  // size or backend changed starts from a zero residual. On error the residual is unchanged.
+  absl::Status Compensate(const TensorSpec& spec, int device, absl::Span<const float> g,
+                          double* grad_norm);
+  // Whether the tensor's state is on a device backend: its levels are then selected and their
+  // norms taken there (Select with out = nullptr, Norm), and only a sent message is copied out.
+  bool LevelsOnDevice(const std::string& name) const;
   // The message at θ of the last Compensate's p: its top KeepCount(n, θ) into `level`'s message
-  // (TopKStep::Select), copied into *out as the topk compressor makes it (sparse, fp32). θ < 1
-  // and non-finite p are InvalidArgument with the topk compressor's messages.
+  // (TopKStep::Select), copied into *out as the topk compressor makes it (sparse, fp32); out
+  // nullptr: left in the backend's memory. θ < 1 and non-finite p are InvalidArgument with the
+  // topk compressor's messages.
   absl::Status Select(const std::string& name, Level level, double theta, kernels::Compressed* out);
+  // The selected message of `level` into *out (host memory), as Select does.
+  absl::Status CopyMessage(const std::string& name, Level level, kernels::Compressed* out);
+  // ‖level's message‖ from the backend's SumSquares over its values where they lie.
+  absl::StatusOr<double> Norm(const std::string& name, Level level);
   // e = p - the level's message (it was sent); e = 0 (p was sent dense).
   absl::Status Commit(const std::string& name, Level sent);
   absl::Status CommitDense(const std::string& name);
@@ -91,8 +114,13 @@ class BackendCompression {
   // backend (said once).
   absl::StatusOr<kernels::CompressionBackend*> BackendFor(MemoryType type, int device);
   absl::StatusOr<Tensor*> Find(const std::string& name);
+  // The tensor's state for the next step: made (zero residual) when new or its size or backend
+  // changed.
+  absl::StatusOr<Tensor*> StateFor(const TensorSpec& spec, int64_t n,
+                                   kernels::CompressionBackend* backend);
 
   Logger* log_;
+  DeviceBackendFactory make_device_;
   std::unique_ptr<kernels::CompressionBackend> host_;
   // By CUDA device; nullptr: no backend there (the CPU backend serves its tensors).
   std::map<int, std::unique_ptr<kernels::CompressionBackend>> devices_;

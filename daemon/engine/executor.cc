@@ -43,7 +43,7 @@ Executor::Executor(ExecutorOptions options, collectives::Communicator* comm,
       step_log_(std::move(step_log)) {
   if (options_.compression_backend &&
       BackendCompression::Runs(compressor_.get(), options_.value_type)) {
-    backend_ = std::make_unique<BackendCompression>(options_.log);
+    backend_ = std::make_unique<BackendCompression>(options_.log, options_.device_backends);
   }
 }
 
@@ -60,14 +60,13 @@ absl::Status Executor::CompensateP(const WorkItem& item, Compensated* c) {
   const TensorSpec& s = item.ready.spec;
   const int64_t n = Elements(s.shape);
   const auto g = absl::MakeConstSpan(reinterpret_cast<const float*>(item.tensor->data.data()), n);
+  c->on_device = false;
   if (backend_ != nullptr) {
     c->p = {};
-    ASSIGN_OR_RETURN(bool norm_taken,
-                     backend_->Compensate(s, item.tensor->device, g, &c->grad_norm));
-    c->grad_norm_pending = !norm_taken;
+    RETURN_IF_ERROR(backend_->Compensate(s, item.tensor->device, g, &c->grad_norm));
+    c->on_device = backend_->LevelsOnDevice(s.name);
     return absl::OkStatus();
   }
-  c->grad_norm_pending = false;
   ASSIGN_OR_RETURN(c->p, residuals_.For(s.name, n).CompensateToScratch(g, &c->grad_norm));
   return absl::OkStatus();
 }
@@ -114,8 +113,25 @@ absl::Status Executor::CandidateFromMin(const WorkItem& item, Compensated* c) {
   return absl::OkStatus();
 }
 
+absl::Status Executor::LevelsOnDevice(const WorkItem& item, Compensated* c, bool select_min,
+                                      bool select_candidate) {
+  const std::string& name = item.ready.spec.name;
+  if (select_min) {
+    RETURN_IF_ERROR(backend_->Select(name, Level::kMin, options_.job.theta_min, nullptr));
+  }
+  if (select_candidate) {
+    // θ_c's level straight from p: for topk the same message as from θ_min's (CompressFrom).
+    const double theta_c = std::max(1.0, item.ready.decision.theta_candidate);
+    RETURN_IF_ERROR(backend_->Select(name, Level::kCandidate, theta_c, nullptr));
+  }
+  ASSIGN_OR_RETURN(c->levels.norm_min, backend_->Norm(name, Level::kMin));
+  ASSIGN_OR_RETURN(c->levels.norm_candidate, backend_->Norm(name, Level::kCandidate));
+  return absl::OkStatus();
+}
+
 absl::Status Executor::Compensate(const WorkItem& item, Compensated* c) {
   RETURN_IF_ERROR(CompensateP(item, c));
+  if (c->on_device) return LevelsOnDevice(item, c, true, true);
   const double theta_min = options_.job.theta_min, theta_c = item.ready.decision.theta_candidate;
   // Multi-level compression (kernels::CompressMultiLevel): θ_c's level from θ_min's.
   RETURN_IF_ERROR(Select(item, *c, Level::kMin, theta_min, &c->levels.at_min));
@@ -135,13 +151,7 @@ Executor::StepStats* Executor::StatsFor(const WorkItem& item) {
 }
 
 void Executor::AddNorms(const WorkItem& item, const Compensated& c) {
-  double grad_norm = c.grad_norm;
-  if (c.grad_norm_pending) {  // a device tensor: ‖g‖ after the send, from g in host memory
-    const int64_t n = Elements(item.ready.spec.shape);
-    grad_norm = kernels::L2Norm(
-        absl::MakeConstSpan(reinterpret_cast<const float*>(item.tensor->data.data()), n));
-  }
-  steps_.AddNorms(StatsFor(item), grad_norm, c.levels.norm_min, c.levels.norm_candidate);
+  steps_.AddNorms(StatsFor(item), c.grad_norm, c.levels.norm_min, c.levels.norm_candidate);
 }
 
 void Executor::MarkExchange(bool start) {
@@ -354,18 +364,28 @@ absl::Status Executor::PrepareSent(const WorkItem& item, double theta, SparseMem
     m->pending = PendingLevel::kMin;
     return absl::OkStatus();
   }
-  RETURN_IF_ERROR(Select(item, *c, Level::kMin, theta_min, &c->levels.at_min));
-  if (multi_level) {
-    RETURN_IF_ERROR(CandidateFromMin(item, c));
+  if (c->on_device) {
+    // Both levels and their norms on the device; only the sent message is copied out below.
+    RETURN_IF_ERROR(LevelsOnDevice(item, c, true, true));
   } else {
-    RETURN_IF_ERROR(
-        Select(item, *c, Level::kCandidate, std::max(1.0, theta_c), &c->levels.at_candidate));
-    c->levels.norm_min = kernels::L2Norm(c->levels.at_min);
-    c->levels.norm_candidate = kernels::L2Norm(c->levels.at_candidate);
+    RETURN_IF_ERROR(Select(item, *c, Level::kMin, theta_min, &c->levels.at_min));
+    if (multi_level) {
+      RETURN_IF_ERROR(CandidateFromMin(item, c));
+    } else {
+      RETURN_IF_ERROR(
+          Select(item, *c, Level::kCandidate, std::max(1.0, theta_c), &c->levels.at_candidate));
+      c->levels.norm_min = kernels::L2Norm(c->levels.at_min);
+      c->levels.norm_candidate = kernels::L2Norm(c->levels.at_candidate);
+    }
   }
+  const std::string& name = item.ready.spec.name;
   if (theta == theta_min) {
+    if (c->on_device) RETURN_IF_ERROR(backend_->CopyMessage(name, Level::kMin, &c->levels.at_min));
     m->sent = &c->levels.at_min;
   } else if (theta == theta_c) {
+    if (c->on_device) {
+      RETURN_IF_ERROR(backend_->CopyMessage(name, Level::kCandidate, &c->levels.at_candidate));
+    }
     m->sent = &c->levels.at_candidate;
     m->sent_level = Level::kCandidate;
   } else {
@@ -386,9 +406,13 @@ absl::Status Executor::FinishSent(const WorkItem& item, SparseMember* m) {
     case PendingLevel::kNone:
       break;
     case PendingLevel::kCandidate:
-      levels = CandidateFromMin(item, c);
+      levels = c->on_device ? LevelsOnDevice(item, c, false, true) : CandidateFromMin(item, c);
       break;
     case PendingLevel::kMin:
+      if (c->on_device) {
+        levels = LevelsOnDevice(item, c, true, false);
+        break;
+      }
       levels = Select(item, *c, Level::kMin, options_.job.theta_min, &c->levels.at_min);
       if (levels.ok()) {
         c->levels.norm_min = kernels::L2Norm(c->levels.at_min);

@@ -21,9 +21,12 @@
 //  - topk with fp32 values: kernels' CompressionBackend + TopKStep (backend_compression.h), the
 //    backend chosen by the tensor's memory type (host: the CPU kernels, bit for bit the other
 //    path; device: the CUDA kernels, residual and p in device memory, when gravac is built with
-//    CUDA and the tensor's device can be used). Only the sent level (and, when θ_c is sent,
-//    θ_min's level) is selected on the backend; a candidate level that is not sent is selected
-//    on the host from θ_min's host copy (Compressor::CompressFrom), as on the other path.
+//    CUDA and the tensor's device can be used). On the CPU backend the levels and norms are
+//    taken as on the other path (a candidate level that is not sent from θ_min's host copy,
+//    Compressor::CompressFrom; norms in kernels::L2Norm's order). On a device backend both
+//    levels are selected there (θ_c's straight from p) and ‖g‖ and both levels' norms come from
+//    its SumSquares (LevelsOnDevice): only the sent message is copied to the host (p on a dense
+//    step), for the wire.
 //  - every other compressor (randomk, dgc, redsync, fp16, bf16, topk with fp16 / bf16 values):
 //    the CPU compressor with a kernels::cpu::ErrorFeedback per tensor (ResidualStore), host
 //    memory only: the backends implement exact top-k with fp32 values and nothing else.
@@ -88,6 +91,9 @@ struct ExecutorOptions {
   // Run topk with fp32 values on kernels' CompressionBackend (backend_compression.h); false
   // keeps the CPU compressor path for it too (the two give the same results; tests compare them).
   bool compression_backend = true;
+  // Makes the CUDA devices' compression backends; null: kernels::MakeCompressionBackend (tests
+  // pass fakes).
+  DeviceBackendFactory device_backends = nullptr;
 };
 
 class Executor {
@@ -147,9 +153,9 @@ class Executor {
   struct Compensated {
     absl::Span<const float> p;
     double grad_norm = 0.0;  // ‖g‖
-    // Set for a device tensor on the CUDA backend: ‖g‖ is left to AddNorms, which a sparse step
-    // runs while its message is on the wire (on the host, p = g + e's pass takes it).
-    bool grad_norm_pending = false;
+    // The tensor is on a device backend: both levels are selected there and their norms taken
+    // there (LevelsOnDevice); `levels` holds host copies of the sent message only.
+    bool on_device = false;
     kernels::MultiLevelResult levels;
   };
   absl::Status Compensate(const WorkItem& item, Compensated* c);
@@ -166,6 +172,10 @@ class Executor {
   absl::Status CopyP(const WorkItem& item, const Compensated& c, void* out, size_t bytes);
   // The candidate's level at θ_c from θ_min's (multi-level compression) and both norms.
   absl::Status CandidateFromMin(const WorkItem& item, Compensated* c);
+  // A tensor on a device backend: selects the levels asked for there (θ_min's; θ_c's straight
+  // from p) without a host copy, then takes both levels' norms there.
+  absl::Status LevelsOnDevice(const WorkItem& item, Compensated* c, bool select_min,
+                              bool select_candidate);
 
   // One member of a sparse group: its compensation, the level it sends and, while that message is
   // on the wire, what is left (the residual commit, the candidate level, the norms).

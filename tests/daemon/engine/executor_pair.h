@@ -6,6 +6,8 @@
 #ifndef GRAVAC_TESTS_DAEMON_ENGINE_EXECUTOR_PAIR_H_
 #define GRAVAC_TESTS_DAEMON_ENGINE_EXECUTOR_PAIR_H_
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <future>
 #include <memory>
@@ -23,6 +25,7 @@
 #include "daemon/transport/transport_registry.h"
 #include "gtest/gtest.h"
 #include "kernels/compressor.h"
+#include "kernels/cpu/sum_squares.h"
 #include "tests/daemon/engine/engine_harness.h"
 
 namespace gravac::daemon::testing {
@@ -40,8 +43,10 @@ class ExecutorJob {
  public:
   // P nodes compressing with `compressor` (θ_min 10, seed 7) at `values` precision;
   // compression_backend as ExecutorOptions says; `log` (may be null) is every node's.
+  // `device_backends` (null: the real ones) makes the CUDA devices' compression backends.
   ExecutorJob(int nodes, const std::string& compressor, bool compression_backend,
-              kernels::ValueType values = kernels::ValueType::kFloat32, Logger* log = nullptr)
+              kernels::ValueType values = kernels::ValueType::kFloat32, Logger* log = nullptr,
+              internal::DeviceBackendFactory device_backends = nullptr)
       : fabric_(nodes) {
     std::vector<NodeLayout> layout;
     for (int n = 0; n < nodes; ++n) layout.push_back({n, 1});
@@ -73,6 +78,7 @@ class ExecutorJob {
       e.value_type = values;
       e.compression_backend = compression_backend;
       e.log = log;
+      e.device_backends = device_backends;
       auto c = kernels::MakeCompressor(compressor, {.value_type = values});
       EXPECT_THAT(c, IsOk());
       auto x = internal::Executor::Create(std::move(e), comms_.back().get(), *std::move(c),
@@ -155,15 +161,56 @@ inline std::vector<StepTensor> Tensors(std::mt19937& rng, int nodes, MemoryType 
   return tensors;
 }
 
-// Runs kSteps on a job with the backend path and one without, and compares them bit for bit.
-// `backend` is the backend the residuals must be on ("cpu", "cuda").
-inline void ExpectSameAsTheCpuCompressorPath(MemoryType memory, std::string_view backend) {
-  ExecutorJob on_backend(2, "topk", true);
+// The order of the norms in the statistics: the CPU compressor path's (kernels::L2Norm), or a
+// device backend's (its SumSquares, kernels/cpu/sum_squares.h, over g and both levels' values).
+enum class NormOrder { kL2Norm, kSumSquares };
+
+// A step's norms (‖g‖, ‖θ_min's message‖, ‖θ_c's message‖) as a device backend takes them,
+// derived on the host: p = g + e, its top-k at θ_min and at max(1, θ_c) by the topk compressor,
+// cpu::SumSquares of each.
+struct Norms {
+  double grad = 0.0, at_min = 0.0, at_candidate = 0.0;
+};
+inline Norms SumSquaresNorms(const std::vector<float>& g, const std::vector<float>& e,
+                             double theta_min, double theta_c) {
+  std::vector<float> p(g.size());
+  for (size_t i = 0; i < g.size(); ++i) p[i] = g[i] + e[i];
+  auto topk = kernels::MakeCompressor("topk", {});
+  EXPECT_THAT(topk, IsOk());
+  kernels::Compressed at_min, at_c;
+  EXPECT_THAT((*topk)->Compress(p, theta_min, {"t", 0, 7}, &at_min), IsOk());
+  EXPECT_THAT((*topk)->Compress(p, std::max(1.0, theta_c), {"t", 0, 7}, &at_c), IsOk());
+  return {std::sqrt(kernels::cpu::SumSquares(g)), std::sqrt(kernels::cpu::SumSquares(at_min.values)),
+          std::sqrt(kernels::cpu::SumSquares(at_c.values))};
+}
+
+// Runs kSteps on a job with the backend path and one without, and compares them bit for bit:
+// results and residuals, and the norms of the statistics in `norms` order (kSumSquares: against
+// SumSquaresNorms). `backend` is the backend the residuals must be on ("cpu", "cuda");
+// `device_backends` as ExecutorJob's.
+inline void ExpectSameAsTheCpuCompressorPath(
+    MemoryType memory, std::string_view backend, NormOrder norms = NormOrder::kL2Norm,
+    internal::DeviceBackendFactory device_backends = nullptr) {
+  ExecutorJob on_backend(2, "topk", true, kernels::ValueType::kFloat32, nullptr, device_backends);
   ExecutorJob reference(2, "topk", false);
   std::mt19937 rng(21);
+  // Per step and node, the statistics' norms a device backend gives (kSumSquares).
+  std::vector<std::vector<Norms>> expected(kSteps.size(), std::vector<Norms>(2));
+  const bool squared = JobConfig{}.global_norm;
   for (size_t s = 0; s < kSteps.size(); ++s) {
     SCOPED_TRACE(::testing::Message() << "step " << s << " at theta " << kSteps[s].theta);
     const std::vector<StepTensor> tensors = Tensors(rng, 2, memory);
+    for (int n = 0; n < 2; ++n) {
+      for (const StepTensor& t : tensors) {  // summed in member order, as StepStatsAccumulator
+        std::vector<float> e = reference.executor(n).Residual(t.name);
+        if (e.empty()) e.assign(t.grads[n].size(), 0.0f);
+        const Norms x = SumSquaresNorms(t.grads[n], e, 10, kSteps[s].theta_c);
+        auto add = [squared](double* sum, double l2) { *sum += squared ? l2 * l2 : l2; };
+        add(&expected[s][n].grad, x.grad);
+        add(&expected[s][n].at_min, x.at_min);
+        add(&expected[s][n].at_candidate, x.at_candidate);
+      }
+    }
     const auto got =
         on_backend.Run(static_cast<int64_t>(s), kSteps[s].theta, kSteps[s].theta_c, tensors);
     const auto want =
@@ -194,9 +241,19 @@ inline void ExpectSameAsTheCpuCompressorPath(MemoryType memory, std::string_view
     for (size_t s = 0; s < got.size(); ++s) {
       EXPECT_EQ(got[s].step, want[s].step);
       EXPECT_GT(got[s].n_g, 0.0);
-      EXPECT_EQ(got[s].n_g, want[s].n_g) << "step " << s;
-      EXPECT_EQ(got[s].n_min, want[s].n_min) << "step " << s;
-      EXPECT_EQ(got[s].n_c, want[s].n_c) << "step " << s;
+      if (norms == NormOrder::kL2Norm) {
+        EXPECT_EQ(got[s].n_g, want[s].n_g) << "step " << s;
+        EXPECT_EQ(got[s].n_min, want[s].n_min) << "step " << s;
+        EXPECT_EQ(got[s].n_c, want[s].n_c) << "step " << s;
+      } else {
+        EXPECT_EQ(got[s].n_g, expected[s][n].grad) << "step " << s;
+        EXPECT_EQ(got[s].n_min, expected[s][n].at_min) << "step " << s;
+        EXPECT_EQ(got[s].n_c, expected[s][n].at_candidate) << "step " << s;
+        // The same norms to rounding: only the order of the sums differs.
+        EXPECT_NEAR(got[s].n_g, want[s].n_g, 1e-9 * want[s].n_g) << "step " << s;
+        EXPECT_NEAR(got[s].n_min, want[s].n_min, 1e-9 * want[s].n_min) << "step " << s;
+        EXPECT_NEAR(got[s].n_c, want[s].n_c, 1e-9 * want[s].n_c) << "step " << s;
+      }
       EXPECT_EQ(got[s].bytes_sent, want[s].bytes_sent) << "step " << s;
     }
   }

@@ -1,0 +1,88 @@
+// Device tensors on a device compression backend without a GPU: the engine's error-feedback top-k
+// (daemon/engine/backend_compression.h) on FakeDeviceBackend, which says what the CUDA backend
+// says and runs the CPU twins of its kernels on memory of its own, failing any call handed host
+// memory. Two nodes run the steps of executor_backend_test.cc: results and residuals are the CPU
+// compressor path's bit for bit, the statistics' norms are the backend's SumSquares (the CUDA
+// twin's order) of g and both levels, and nothing of the gradient's size crosses to the host for
+// them: only the sent message (or p on a dense step).
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "core/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/compressed.h"
+#include "tests/daemon/engine/executor_pair.h"
+#include "tests/daemon/engine/fake_device_backend.h"
+
+namespace gravac::daemon {
+namespace {
+
+using namespace ::gravac::daemon::testing;  // NOLINT
+
+TEST(ExecutorDeviceTest, DeviceTensorsOnADeviceBackendMatchTheCpuCompressorPath) {
+  auto copies = std::make_shared<FakeDeviceCopies>();
+  ExpectSameAsTheCpuCompressorPath(MemoryType::kDevice, "fake-cuda", NormOrder::kSumSquares,
+                                   FakeDeviceBackends(copies));
+}
+
+// Per step, the bytes copied to the host are the sent message's (k int32 indices + k floats), or
+// p's on a dense step: ‖g‖ and both levels' norms come from the device, and the level that is
+// not sent stays there.
+TEST(ExecutorDeviceTest, OnlyTheSentMessageCrossesToTheHost) {
+  auto copies = std::make_shared<FakeDeviceCopies>();
+  ExecutorJob job(1, "topk", true, kernels::ValueType::kFloat32, nullptr,
+                  FakeDeviceBackends(copies));
+  std::mt19937 rng(5);
+  constexpr int64_t kN = 200000;
+  for (size_t s = 0; s < kSteps.size(); ++s) {
+    const PlannedStep& step = kSteps[s];
+    SCOPED_TRACE(::testing::Message() << "step " << s << " at theta " << step.theta);
+    std::vector<StepTensor> t = {{"conv", {Gradient(rng, kN)}, MemoryType::kDevice, 0}};
+    const int64_t to_host = copies->to_host, from_host = copies->from_host;
+    const auto r = job.Run(static_cast<int64_t>(s), step.theta, step.theta_c, t);
+    ASSERT_THAT(r[0][0].status, IsOk());
+    const int64_t sent = step.theta > 1 ? 8 * kernels::KeepCount(kN, step.theta) : 4 * kN;
+    EXPECT_EQ(copies->to_host - to_host, sent);
+    EXPECT_EQ(copies->from_host - from_host, 4 * kN);  // g, staged (host-reduced on the node)
+    EXPECT_EQ(job.executor(0).ResidualBackend("conv"), "fake-cuda");
+  }
+}
+
+// A non-finite gradient fails the tensor on every node with the CPU compressor path's message
+// (the tensor and the first bad index), keeps the residual on the device, and the next step works.
+TEST(ExecutorDeviceTest, NonFiniteGradientFailsAsOnTheCpuCompressorPath) {
+  ExecutorJob on_device(2, "topk", true, kernels::ValueType::kFloat32, nullptr,
+                        FakeDeviceBackends(std::make_shared<FakeDeviceCopies>()));
+  ExecutorJob reference(2, "topk", false);
+  std::mt19937 rng(4);
+  const std::vector<StepTensor> first = Tensors(rng, 2, MemoryType::kDevice);
+  on_device.Run(0, 10, 40, first);
+  reference.Run(0, 10, 40, first);
+  const std::vector<float> kept = on_device.executor(1).Residual("fc");
+  std::vector<StepTensor> bad = Tensors(rng, 2, MemoryType::kDevice);
+  bad[1].grads[1][17] = std::numeric_limits<float>::quiet_NaN();
+  for (double theta : {10.0, 40.0, 1.0}) {
+    const auto got = on_device.Run(1, theta, 40, bad);
+    const auto want = reference.Run(1, theta, 40, bad);
+    for (int n = 0; n < 2; ++n) {
+      EXPECT_THAT(got[n][0].status, IsOk());
+      if (theta > 1) {
+        EXPECT_THAT(got[n][1].status, StatusIs(absl::StatusCode::kInvalidArgument,
+                                               ::testing::AllOf(::testing::HasSubstr("'fc'"),
+                                                                ::testing::HasSubstr("index 17"))));
+      }
+      EXPECT_EQ(got[n][1].status, want[n][1].status) << "theta " << theta;
+    }
+    EXPECT_EQ(on_device.executor(1).Residual("fc"), kept) << "theta " << theta;
+    EXPECT_EQ(on_device.executor(1).ResidualBackend("fc"), "fake-cuda");
+  }
+  const auto next = on_device.Run(2, 10, 40, Tensors(rng, 2, MemoryType::kDevice));
+  for (int n = 0; n < 2; ++n) EXPECT_THAT(next[n][1].status, IsOk());
+}
+
+}  // namespace
+}  // namespace gravac::daemon
