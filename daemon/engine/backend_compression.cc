@@ -113,6 +113,25 @@ absl::Status BackendCompression::Compensate(const TensorSpec& spec, int device,
   return absl::OkStatus();
 }
 
+absl::StatusOr<bool> BackendCompression::CompensateFromDevice(const TensorSpec& spec,
+                                                              const DeviceData& g,
+                                                              double* grad_norm) {
+  const int64_t n = Elements(spec.shape);
+  RETURN_IF_ERROR(kernels::cpu::CheckSize(n, spec.name));
+  if (g.bytes() != static_cast<size_t>(n) * sizeof(float)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "tensor '%s': %d bytes of device data for %d elements", spec.name, g.bytes(), n));
+  }
+  ASSIGN_OR_RETURN(CompressionBackend * backend, BackendFor(MemoryType::kDevice, g.device()));
+  if (backend->memory_type() == MemoryType::kHost) return false;
+  ASSIGN_OR_RETURN(Tensor * t, StateFor(spec, n, backend));
+  const auto* floats = static_cast<const float*>(g.data());
+  RETURN_IF_ERROR(t->step->Compensate(floats));
+  ASSIGN_OR_RETURN(const double sum_squares, backend->SumSquares(floats, n));
+  *grad_norm = std::sqrt(sum_squares);
+  return true;
+}
+
 bool BackendCompression::LevelsOnDevice(const std::string& name) const {
   auto it = tensors_.find(name);
   return it != tensors_.end() && it->second.step != nullptr &&

@@ -13,10 +13,12 @@
 // ResidualStore): the backends have no seeded random selection, threshold rules or value
 // rounding.
 //
-// The tensor reaches the engine in host memory (the local side reduces a node's workers there,
-// daemon/local/), so on a device backend each step copies g to the device (one staging buffer
-// per backend) and the sent message (k indices and values) back for the wire encoding; p, the
-// residual and both levels stay on the device.
+// g reaches the engine in device memory when the local side reduced the node's workers there
+// (NodeTensor::device_data): the device backend reads it in place (CompensateFromDevice). A
+// device tensor that reaches it in host memory (reduced on the host, or staged by its workers)
+// is copied to the device each step (one staging buffer per backend). Either way the sent
+// message (k indices and values) is copied back for the wire encoding; p, the residual and both
+// levels stay on the device.
 //
 // Norms of the statistics: on the CPU backend they are in kernels::L2Norm's order, bit for bit
 // the CPU compressor path's (‖g‖ from the compensation pass, the levels' from their host
@@ -50,6 +52,7 @@
 #include "absl/types/span.h"
 #include "core/logging.h"
 #include "core/memory_type.h"
+#include "daemon/engine/device_data.h"
 #include "daemon/engine/types.h"
 #include "kernels/backend.h"
 #include "kernels/backend_step.h"
@@ -81,6 +84,13 @@ class BackendCompression {
   // size or backend changed starts from a zero residual. On error the residual is unchanged.
   absl::Status Compensate(const TensorSpec& spec, int device, absl::Span<const float> g,
                           double* grad_norm);
+  // Compensate for a tensor the local side reduced in device memory (NodeTensor::device_data):
+  // on the device backend of g.device(), g is read in place (no staging through the host) and
+  // the result is true. False, with nothing done, when that device has no backend (the CPU
+  // backend serves it): the caller copies g to host memory and calls Compensate.
+  // kInvalidArgument when g's size is not the shape's.
+  absl::StatusOr<bool> CompensateFromDevice(const TensorSpec& spec, const DeviceData& g,
+                                            double* grad_norm);
   // Whether the tensor's state is on a device backend: its levels are then selected and their
   // norms taken there (Select with out = nullptr, Norm), and only a sent message is copied out.
   bool LevelsOnDevice(const std::string& name) const;

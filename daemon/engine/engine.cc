@@ -56,6 +56,13 @@ std::string Validate(const NodeTensor& t, const NodeLayout& node) {
     return "";
   }
   const int64_t want = Elements(s.shape) * static_cast<int64_t>(elem);
+  if (t.device_data != nullptr) {  // reduced in device memory: `data` is empty
+    if (static_cast<int64_t>(t.device_data->bytes()) != want || !t.data.empty()) {
+      return absl::StrFormat("device data of %d bytes (and %d in host memory) for shape of %d bytes",
+                             t.device_data->bytes(), t.data.size(), want);
+    }
+    return "";
+  }
   if (static_cast<int64_t>(t.data.size()) != want) {
     return absl::StrFormat("data of %d bytes for shape of %d bytes", t.data.size(), want);
   }

@@ -56,11 +56,40 @@ int Executor::world_size() const {
   return std::max(1, w);
 }
 
+absl::Status Executor::HostData(const WorkItem& item) {
+  NodeTensor& t = *item.tensor;
+  if (t.device_data == nullptr || t.data.size() == t.device_data->bytes()) return absl::OkStatus();
+  t.data.resize(t.device_data->bytes());
+  if (absl::Status s = t.device_data->CopyToHost(t.data.data()); !s.ok()) {
+    t.data.clear();
+    return absl::Status(s.code(), absl::StrFormat("tensor '%s': copying the node's sum from CUDA "
+                                                  "device %d to host memory failed: %s",
+                                                  item.ready.spec.name, t.device_data->device(),
+                                                  s.message()));
+  }
+  return absl::OkStatus();
+}
+
+size_t Executor::Bytes(const WorkItem& item) {
+  const NodeTensor& t = *item.tensor;
+  return t.device_data != nullptr ? t.device_data->bytes() : t.data.size();
+}
+
 absl::Status Executor::CompensateP(const WorkItem& item, Compensated* c) {
   const TensorSpec& s = item.ready.spec;
   const int64_t n = Elements(s.shape);
-  const auto g = absl::MakeConstSpan(reinterpret_cast<const float*>(item.tensor->data.data()), n);
   c->on_device = false;
+  if (backend_ != nullptr && item.tensor->device_data != nullptr) {
+    c->p = {};
+    ASSIGN_OR_RETURN(const bool in_place,
+                     backend_->CompensateFromDevice(s, *item.tensor->device_data, &c->grad_norm));
+    if (in_place) {
+      c->on_device = backend_->LevelsOnDevice(s.name);
+      return absl::OkStatus();
+    }
+  }
+  RETURN_IF_ERROR(HostData(item));
+  const auto g = absl::MakeConstSpan(reinterpret_cast<const float*>(item.tensor->data.data()), n);
   if (backend_ != nullptr) {
     c->p = {};
     RETURN_IF_ERROR(backend_->Compensate(s, item.tensor->device, g, &c->grad_norm));
@@ -290,31 +319,40 @@ absl::Status Executor::RunDense(const Group& group, std::vector<WorkItem>& items
   const DataType type = first.dtype;
   const size_t elem = DataTypeSize(type);
   size_t total = 0;
-  for (size_t i : group.members) total += items[i].tensor->data.size();
+  for (size_t i : group.members) total += Bytes(items[i]);
   std::vector<uint8_t> buffer(total);
   size_t offset = 0;
-  for (size_t i : group.members) {
+  std::vector<absl::Status> staged(group.members.size());
+  for (size_t m = 0; m < group.members.size(); ++m) {
+    const size_t i = group.members[m];
     WorkItem& item = items[i];
     const std::vector<uint8_t>& g = item.tensor->data;
+    // g as is (host memory) where it is sent uncompensated; a sum that cannot be copied out of
+    // device memory is sent as zeros and fails the tensor here.
+    auto send_g = [&] {
+      staged[m] = HostData(item);
+      if (staged[m].ok() && !g.empty()) std::memcpy(buffer.data() + offset, g.data(), g.size());
+    };
     if (Compressible(item.ready.spec, compressor_.get())) {
       // A dense step of a compressed tensor sends p = g + e and clears e.
       Compensated& c = compensated_;
       absl::Status s = Compensate(item, &c);
-      if (s.ok()) s = CopyP(item, c, buffer.data() + offset, g.size());
+      if (s.ok()) s = CopyP(item, c, buffer.data() + offset, Bytes(item));
       if (s.ok()) s = ClearResidual(item, c);
       if (s.ok()) {
         AddNorms(item, c);
       } else {
         // Non-finite input: sent as is (the sum carries the NaN to every node), residual kept.
         StatsFor(item);
-        if (!g.empty()) std::memcpy(buffer.data() + offset, g.data(), g.size());
+        send_g();
       }
     } else {
       StatsFor(item);
-      if (!g.empty()) std::memcpy(buffer.data() + offset, g.data(), g.size());
+      send_g();
     }
-    if (StepStats* st = StatsFor(item)) st->stats.bytes_sent += RingBytes(g.size(), comm_->size());
-    offset += g.size();
+    const size_t bytes = Bytes(item);
+    if (StepStats* st = StatsFor(item)) st->stats.bytes_sent += RingBytes(bytes, comm_->size());
+    offset += bytes;
   }
   MarkExchange(true);
   RETURN_IF_ERROR(TimedCollective(options_.metrics, CollectiveOp::kDenseAllreduce, [&] {
@@ -327,9 +365,16 @@ absl::Status Executor::RunDense(const Group& group, std::vector<WorkItem>& items
     options_.metrics->AddSentBytes(BytesKind::kDense, RingBytes(total, comm_->size()));
   }
   offset = 0;
-  for (size_t i : group.members) {
+  for (size_t m = 0; m < group.members.size(); ++m) {
+    const size_t i = group.members[m];
     TensorResult& r = (*results)[i];
-    const size_t bytes = items[i].tensor->data.size();
+    const size_t bytes = Bytes(items[i]);
+    if (!staged[m].ok()) {
+      r.status = staged[m];
+      r.collective = "dense_allreduce";
+      offset += bytes;
+      continue;
+    }
     r.data.assign(buffer.begin() + offset, buffer.begin() + offset + bytes);
     if (items[i].ready.spec.reduce_op == collectives::ReduceOp::kAverage) {
       collectives::DivideInPlace(type, r.data.data(), bytes / elem, world_size());
@@ -490,7 +535,7 @@ absl::Status Executor::RunSparse(const Group& group, std::vector<WorkItem>& item
   std::vector<absl::Span<float>> sums(count);
   for (size_t m = 0; m < count; ++m) {
     std::vector<uint8_t>& data = items[group.members[m]].tensor->data;
-    std::fill(data.begin(), data.end(), uint8_t{0});
+    data.assign(Bytes(items[group.members[m]]), uint8_t{0});  // empty for a device sum
     sums[m] = absl::MakeSpan(reinterpret_cast<float*>(data.data()), data.size() / sizeof(float));
   }
   // Adds node n's block to the sums. Every node adds the blocks in node order, so the sums are

@@ -159,6 +159,11 @@ class Executor {
     kernels::MultiLevelResult levels;
   };
   absl::Status Compensate(const WorkItem& item, Compensated* c);
+  // The tensor's data in host memory (`data`): copied there from its device sum
+  // (NodeTensor::device_data) for a path that needs it, once; a no-op for host data.
+  absl::Status HostData(const WorkItem& item);
+  // Bytes of the node's data of an allreduce, wherever it lies.
+  static size_t Bytes(const WorkItem& item);
 
   // The steps of either path. CompensateP: p = g + e and ‖g‖. Select: the message of p at θ into
   // *out (on the backend path in `level`'s message there). Commit: e = p - sent (`level` on the

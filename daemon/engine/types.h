@@ -10,12 +10,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "core/job_types.h"
 #include "core/memory_type.h"
+#include "daemon/engine/device_data.h"
 #include "daemon/collectives/reduce.h"
 
 namespace gravac::daemon {
@@ -71,8 +73,12 @@ struct NodeTensor {
   int64_t samples = 0;  // sum of the local workers' spec.samples
   // spec.memory kDevice: the CUDA device of the workers' buffers (the first local device post's;
   // -1 when unknown, e.g. staged by the client). The engine compresses the tensor with the
-  // compression backend of that device (executor.h); `data` is in host memory either way.
+  // compression backend of that device (executor.h).
   int device = -1;
+  // Set when the local side reduced the node's workers in device memory (allreduce of fp32 device
+  // buffers): the node's sum there, and `data` is then empty (the engine copies the sum to host
+  // memory only for a path that needs it there). Null: the data is in `data`, in host memory.
+  std::shared_ptr<const DeviceData> device_data;
   // When the first local worker posted it (for step time and stall reports).
   int64_t posted_at_ns = 0;
   // Not OK when the node cannot run the tensor, e.g. its local workers disagree on it

@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "kernels/compressed.h"
 #include "tests/daemon/engine/executor_pair.h"
+#include "absl/strings/str_format.h"
 #include "tests/daemon/engine/fake_device_backend.h"
 
 namespace gravac::daemon {
@@ -24,31 +25,83 @@ namespace {
 using namespace ::gravac::daemon::testing;  // NOLINT
 
 TEST(ExecutorDeviceTest, DeviceTensorsOnADeviceBackendMatchTheCpuCompressorPath) {
-  auto copies = std::make_shared<FakeDeviceCopies>();
+  auto copies = std::make_shared<FakeDeviceMemory>();
   ExpectSameAsTheCpuCompressorPath(MemoryType::kDevice, "fake-cuda", NormOrder::kSumSquares,
                                    FakeDeviceBackends(copies));
 }
 
+// The node's sum reduced in device memory (NodeTensor::device_data) is compensated in place on
+// the device backend: the same results, residuals and norms as a sum in host memory.
+TEST(ExecutorDeviceTest, ADeviceSumIsCompressedInPlaceWithTheSameResults) {
+  auto memory = std::make_shared<FakeDeviceMemory>();
+  ExpectSameAsTheCpuCompressorPath(MemoryType::kDevice, "fake-cuda", NormOrder::kSumSquares,
+                                   FakeDeviceBackends(memory), memory);
+}
+
 // Per step, the bytes copied to the host are the sent message's (k int32 indices + k floats), or
 // p's on a dense step: ‖g‖ and both levels' norms come from the device, and the level that is
-// not sent stays there.
+// not sent stays there. g is copied to the device when it reached the engine in host memory
+// (reduced on the host), and not at all when it is a device sum.
 TEST(ExecutorDeviceTest, OnlyTheSentMessageCrossesToTheHost) {
-  auto copies = std::make_shared<FakeDeviceCopies>();
-  ExecutorJob job(1, "topk", true, kernels::ValueType::kFloat32, nullptr,
-                  FakeDeviceBackends(copies));
-  std::mt19937 rng(5);
-  constexpr int64_t kN = 200000;
-  for (size_t s = 0; s < kSteps.size(); ++s) {
-    const PlannedStep& step = kSteps[s];
-    SCOPED_TRACE(::testing::Message() << "step " << s << " at theta " << step.theta);
-    std::vector<StepTensor> t = {{"conv", {Gradient(rng, kN)}, MemoryType::kDevice, 0}};
-    const int64_t to_host = copies->to_host, from_host = copies->from_host;
-    const auto r = job.Run(static_cast<int64_t>(s), step.theta, step.theta_c, t);
-    ASSERT_THAT(r[0][0].status, IsOk());
-    const int64_t sent = step.theta > 1 ? 8 * kernels::KeepCount(kN, step.theta) : 4 * kN;
-    EXPECT_EQ(copies->to_host - to_host, sent);
-    EXPECT_EQ(copies->from_host - from_host, 4 * kN);  // g, staged (host-reduced on the node)
-    EXPECT_EQ(job.executor(0).ResidualBackend("conv"), "fake-cuda");
+  for (const bool device_sum : {false, true}) {
+    SCOPED_TRACE(device_sum ? "device sum" : "host sum");
+    auto memory = std::make_shared<FakeDeviceMemory>();
+    ExecutorJob job(1, "topk", true, kernels::ValueType::kFloat32, nullptr,
+                    FakeDeviceBackends(memory));
+    std::mt19937 rng(5);
+    constexpr int64_t kN = 200000;
+    for (size_t s = 0; s < kSteps.size(); ++s) {
+      const PlannedStep& step = kSteps[s];
+      SCOPED_TRACE(::testing::Message() << "step " << s << " at theta " << step.theta);
+      std::vector<StepTensor> t = {{"conv", {Gradient(rng, kN)}, MemoryType::kDevice, 0}};
+      if (device_sum) t[0].device_sums = memory;
+      const int64_t sum_bytes = device_sum ? 4 * kN : 0;  // FakeDeviceData::Make's own copy
+      const int64_t to_host = memory->to_host, from_host = memory->from_host + sum_bytes;
+      const auto r = job.Run(static_cast<int64_t>(s), step.theta, step.theta_c, t);
+      ASSERT_THAT(r[0][0].status, IsOk());
+      const int64_t sent = step.theta > 1 ? 8 * kernels::KeepCount(kN, step.theta) : 4 * kN;
+      EXPECT_EQ(memory->to_host - to_host, sent);
+      EXPECT_EQ(memory->from_host - from_host, device_sum ? 0 : 4 * kN);
+      EXPECT_EQ(job.executor(0).ResidualBackend("conv"), "fake-cuda");
+    }
+  }
+}
+
+// A device sum whose device has no compression backend (no CUDA there) is copied to host memory
+// and compressed on the CPU backend, with the CPU compressor path's results and norms.
+TEST(ExecutorDeviceTest, ADeviceSumWithoutADeviceBackendIsCopiedToTheHost) {
+  auto memory = std::make_shared<FakeDeviceMemory>();
+  auto none = [](int device) -> absl::StatusOr<std::unique_ptr<kernels::CompressionBackend>> {
+    return absl::FailedPreconditionError(absl::StrFormat("fake: no backend on device %d", device));
+  };
+  ExpectSameAsTheCpuCompressorPath(MemoryType::kDevice, "cpu", NormOrder::kL2Norm, none, memory);
+}
+
+// Paths that need the sum in host memory (a compressor the backends do not run, dense steps of
+// uncompressed tensors) copy it there: the same results as a sum handed over in host memory.
+TEST(ExecutorDeviceTest, PathsInHostMemoryCopyADeviceSumThere) {
+  auto memory = std::make_shared<FakeDeviceMemory>();
+  for (const char* compressor : {"randomk", "topk"}) {
+    SCOPED_TRACE(compressor);
+    ExecutorJob on_device(2, compressor, true, kernels::ValueType::kFloat32, nullptr,
+                          FakeDeviceBackends(memory));
+    ExecutorJob on_host(2, compressor, true, kernels::ValueType::kFloat32, nullptr,
+                        FakeDeviceBackends(memory));
+    std::mt19937 rng(11);
+    for (const double theta : {10.0, 1.0, 40.0}) {
+      std::vector<StepTensor> host = Tensors(rng, 2, MemoryType::kDevice);
+      std::vector<StepTensor> device = host;
+      for (StepTensor& t : device) t.device_sums = memory;
+      const auto got = on_device.Run(0, theta, 40, device);
+      const auto want = on_host.Run(0, theta, 40, host);
+      for (int n = 0; n < 2; ++n) {
+        for (size_t t = 0; t < host.size(); ++t) {
+          ASSERT_THAT(got[n][t].status, IsOk());
+          EXPECT_EQ(Values<float>(got[n][t].data), Values<float>(want[n][t].data)) << theta;
+        }
+      }
+      EXPECT_EQ(on_device.executor(0).Residual("conv"), on_host.executor(0).Residual("conv"));
+    }
   }
 }
 
@@ -56,7 +109,7 @@ TEST(ExecutorDeviceTest, OnlyTheSentMessageCrossesToTheHost) {
 // (the tensor and the first bad index), keeps the residual on the device, and the next step works.
 TEST(ExecutorDeviceTest, NonFiniteGradientFailsAsOnTheCpuCompressorPath) {
   ExecutorJob on_device(2, "topk", true, kernels::ValueType::kFloat32, nullptr,
-                        FakeDeviceBackends(std::make_shared<FakeDeviceCopies>()));
+                        FakeDeviceBackends(std::make_shared<FakeDeviceMemory>()));
   ExecutorJob reference(2, "topk", false);
   std::mt19937 rng(4);
   const std::vector<StepTensor> first = Tensors(rng, 2, MemoryType::kDevice);

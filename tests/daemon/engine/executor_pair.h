@@ -27,6 +27,7 @@
 #include "kernels/compressor.h"
 #include "kernels/cpu/sum_squares.h"
 #include "tests/daemon/engine/engine_harness.h"
+#include "tests/daemon/engine/fake_device_backend.h"
 
 namespace gravac::daemon::testing {
 
@@ -37,6 +38,9 @@ struct StepTensor {
   std::vector<std::vector<float>> grads;  // per node
   MemoryType memory = MemoryType::kHost;
   int device = 0;
+  // kDevice: when set, the node's sum reaches the engine in this fake device memory
+  // (NodeTensor::device_data), as after a device reduce; else in host memory.
+  std::shared_ptr<FakeDeviceMemory> device_sums = nullptr;
 };
 
 class ExecutorJob {
@@ -113,6 +117,11 @@ class ExecutorJob {
         nt = Allreduce(tensors[t].name, tensors[t].grads[n], true, step);
         nt.spec.memory = tensors[t].memory;
         nt.device = tensors[t].memory == MemoryType::kDevice ? tensors[t].device : -1;
+        if (tensors[t].memory == MemoryType::kDevice && tensors[t].device_sums != nullptr) {
+          nt.device_data =
+              FakeDeviceData::Make(tensors[t].device, tensors[t].device_sums, tensors[t].grads[n]);
+          nt.data.clear();
+        }
         nt.samples = 8;
         internal::WorkItem w;
         w.ready.spec = nt.spec;
@@ -187,10 +196,12 @@ inline Norms SumSquaresNorms(const std::vector<float>& g, const std::vector<floa
 // Runs kSteps on a job with the backend path and one without, and compares them bit for bit:
 // results and residuals, and the norms of the statistics in `norms` order (kSumSquares: against
 // SumSquaresNorms). `backend` is the backend the residuals must be on ("cpu", "cuda");
-// `device_backends` as ExecutorJob's.
+// `device_backends` as ExecutorJob's; `device_sums` (kDevice) hands the backend path's job each
+// node's sum in that fake device memory (the reference gets it in host memory).
 inline void ExpectSameAsTheCpuCompressorPath(
     MemoryType memory, std::string_view backend, NormOrder norms = NormOrder::kL2Norm,
-    internal::DeviceBackendFactory device_backends = nullptr) {
+    internal::DeviceBackendFactory device_backends = nullptr,
+    std::shared_ptr<FakeDeviceMemory> device_sums = nullptr) {
   ExecutorJob on_backend(2, "topk", true, kernels::ValueType::kFloat32, nullptr, device_backends);
   ExecutorJob reference(2, "topk", false);
   std::mt19937 rng(21);
@@ -211,8 +222,10 @@ inline void ExpectSameAsTheCpuCompressorPath(
         add(&expected[s][n].at_candidate, x.at_candidate);
       }
     }
+    std::vector<StepTensor> on_device = tensors;
+    for (StepTensor& t : on_device) t.device_sums = device_sums;
     const auto got =
-        on_backend.Run(static_cast<int64_t>(s), kSteps[s].theta, kSteps[s].theta_c, tensors);
+        on_backend.Run(static_cast<int64_t>(s), kSteps[s].theta, kSteps[s].theta_c, on_device);
     const auto want =
         reference.Run(static_cast<int64_t>(s), kSteps[s].theta, kSteps[s].theta_c, tensors);
     for (int n = 0; n < 2; ++n) {

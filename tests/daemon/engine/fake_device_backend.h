@@ -1,10 +1,11 @@
 // FakeDeviceBackend: a CompressionBackend (kernels/backend.h) that stands in for the CUDA backend
 // of one device in tests without a GPU. It says what the CUDA backend says (memory_type kDevice,
 // its device, no CompensateWithNorm: norms only from SumSquares) and runs the CPU reference
-// kernels, which the CUDA kernels match bit for bit, on blocks it allocates itself ("device
-// memory"). Every kernel and copy checks that its backend-side pointers lie in those blocks, as a
-// GPU would fault on host memory: a caller that hands it host memory gets kInternal naming the
-// call. It counts the bytes copied each way, so tests can show what crosses to the host.
+// kernels, which the CUDA kernels match bit for bit, on blocks of a FakeDeviceMemory ("device
+// memory", shared by the fakes made on it). Every kernel and copy checks that its backend-side
+// pointers lie in those blocks, as a GPU would fault on host memory: a caller that hands it host
+// memory gets kInternal naming the call. It counts the bytes copied each way, so tests can show
+// what crosses to the host.
 //
 // Thread-safety: as CompressionBackend (one owner); FakeDeviceCopies is thread-safe.
 #ifndef GRAVAC_TESTS_DAEMON_ENGINE_FAKE_DEVICE_BACKEND_H_
@@ -15,46 +16,66 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string_view>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
+#include "absl/types/span.h"
+#include "daemon/engine/device_data.h"
+#include "gtest/gtest.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/backend.h"
 
 namespace gravac::daemon::testing {
 
-// Bytes FakeDeviceBackends copied, shared with the test that made them (it may outlive the
-// backends' owner; atomic: the backends of several nodes' executors may share one).
-struct FakeDeviceCopies {
+// The "device memory" that FakeDeviceBackends share (as a GPU's memory is valid for every
+// backend of that GPU), and the bytes they copied to and from the host. Shared with the test
+// that made them (it may outlive the backends' owners); thread-safe: the backends of several
+// threads (nodes' executors, the local side) may share one.
+struct FakeDeviceMemory {
   std::atomic<int64_t> to_host{0};
   std::atomic<int64_t> from_host{0};
+  std::mutex mu;
+  std::map<const uint8_t*, size_t> blocks;  // live blocks by base address, guarded by mu
+
+  // Whether [p, p + bytes) lies in one live block (an empty range always does).
+  bool Owns(const void* p, size_t bytes) {
+    if (bytes == 0) return true;
+    const auto* at = static_cast<const uint8_t*>(p);
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = blocks.upper_bound(at);
+    if (it == blocks.begin()) return false;
+    --it;
+    return at >= it->first && at + bytes <= it->first + it->second;
+  }
 };
 
 class FakeDeviceBackend : public kernels::CompressionBackend {
  public:
-  FakeDeviceBackend(int device, std::shared_ptr<FakeDeviceCopies> copies)
-      : device_(device), copies_(std::move(copies)), cpu_(kernels::cpu::MakeCpuBackend(nullptr)) {}
+  FakeDeviceBackend(int device, std::shared_ptr<FakeDeviceMemory> memory)
+      : device_(device), memory_(std::move(memory)), cpu_(kernels::cpu::MakeCpuBackend(nullptr)) {}
 
   std::string_view name() const override { return "fake-cuda"; }
   MemoryType memory_type() const override { return MemoryType::kDevice; }
   int device() const override { return device_; }
 
   absl::StatusOr<std::unique_ptr<kernels::BackendMemory>> Allocate(size_t bytes) override {
-    auto block = std::make_unique<Block>(this, bytes);
-    blocks_[block->base()] = bytes;
+    auto block = std::make_unique<Block>(memory_, bytes);
+    std::lock_guard<std::mutex> lock(memory_->mu);
+    memory_->blocks[block->base()] = bytes;
     return block;
   }
   absl::Status CopyFromHost(void* dst, const void* host, size_t bytes) override {
     if (absl::Status s = Check("CopyFromHost", dst, bytes); !s.ok()) return s;
-    copies_->from_host += static_cast<int64_t>(bytes);
+    memory_->from_host += static_cast<int64_t>(bytes);
     return cpu_->CopyFromHost(dst, host, bytes);
   }
   absl::Status CopyToHost(void* host, const void* src, size_t bytes) override {
     if (absl::Status s = Check("CopyToHost", src, bytes); !s.ok()) return s;
-    copies_->to_host += static_cast<int64_t>(bytes);
+    memory_->to_host += static_cast<int64_t>(bytes);
     return cpu_->CopyToHost(host, src, bytes);
   }
   absl::Status Zero(void* dst, size_t bytes) override {
@@ -99,52 +120,74 @@ class FakeDeviceBackend : public kernels::CompressionBackend {
   }
   absl::Status Synchronize() override { return cpu_->Synchronize(); }
 
-  // Whether [p, p + bytes) lies in one of this backend's live blocks (an empty range always does).
-  bool Owns(const void* p, size_t bytes) const {
-    if (bytes == 0) return true;
-    const auto* at = static_cast<const uint8_t*>(p);
-    auto it = blocks_.upper_bound(at);
-    if (it == blocks_.begin()) return false;
-    --it;
-    return at + bytes <= it->first + it->second;
-  }
-
  private:
   class Block : public kernels::BackendMemory {
    public:
-    Block(FakeDeviceBackend* owner, size_t bytes)
-        : owner_(owner), data_(new uint8_t[bytes > 0 ? bytes : 1]()), bytes_(bytes) {}
-    ~Block() override { owner_->blocks_.erase(data_.get()); }
+    Block(std::shared_ptr<FakeDeviceMemory> memory, size_t bytes)
+        : memory_(std::move(memory)), data_(new uint8_t[bytes > 0 ? bytes : 1]()), bytes_(bytes) {}
+    ~Block() override {
+      std::lock_guard<std::mutex> lock(memory_->mu);
+      memory_->blocks.erase(data_.get());
+    }
     void* data() override { return data_.get(); }
     size_t bytes() const override { return bytes_; }
     const uint8_t* base() const { return data_.get(); }
 
    private:
-    FakeDeviceBackend* owner_;
+    std::shared_ptr<FakeDeviceMemory> memory_;
     std::unique_ptr<uint8_t[]> data_;
     size_t bytes_;
   };
 
   static size_t Floats(int64_t n) { return n > 0 ? static_cast<size_t>(n) * sizeof(float) : 0; }
   absl::Status Check(std::string_view call, const void* p, size_t bytes) const {
-    if (Owns(p, bytes)) return absl::OkStatus();
+    if (memory_->Owns(p, bytes)) return absl::OkStatus();
     return absl::InternalError(absl::StrFormat(
         "fake CUDA device %d: %s got %d bytes at %p, not this device's memory (a GPU would fault)",
         device_, call, bytes, p));
   }
 
   int device_;
-  std::shared_ptr<FakeDeviceCopies> copies_;
+  std::shared_ptr<FakeDeviceMemory> memory_;
   std::unique_ptr<kernels::CompressionBackend> cpu_;
-  std::map<const uint8_t*, size_t> blocks_;  // live blocks by base address
 };
 
-// A factory of FakeDeviceBackends for any device, counting into `copies`.
-inline auto FakeDeviceBackends(std::shared_ptr<FakeDeviceCopies> copies) {
-  return [copies](int device) -> absl::StatusOr<std::unique_ptr<kernels::CompressionBackend>> {
-    return std::make_unique<FakeDeviceBackend>(device, copies);
+// A factory of FakeDeviceBackends for any device, on `memory`.
+inline auto FakeDeviceBackends(std::shared_ptr<FakeDeviceMemory> memory) {
+  return [memory](int device) -> absl::StatusOr<std::unique_ptr<kernels::CompressionBackend>> {
+    return std::make_unique<FakeDeviceBackend>(device, memory);
   };
 }
+
+// A node's sum in fake device memory (NodeTensor::device_data), as the local side's device reduce
+// hands it to the engine. Its copy to the host counts in the memory's to_host.
+class FakeDeviceData : public DeviceData {
+ public:
+  // `values` copied into a new block of `memory` on `device` (counted in from_host).
+  static std::shared_ptr<const FakeDeviceData> Make(int device,
+                                                    std::shared_ptr<FakeDeviceMemory> memory,
+                                                    absl::Span<const float> values) {
+    auto d = std::shared_ptr<FakeDeviceData>(
+        new FakeDeviceData(std::make_unique<FakeDeviceBackend>(device, std::move(memory))));
+    auto block = d->backend_->Allocate(values.size() * sizeof(float));
+    EXPECT_TRUE(block.ok());
+    d->block_ = *std::move(block);
+    EXPECT_TRUE(d->backend_->CopyFromHost(d->block_->data(), values.data(), d->block_->bytes()).ok());
+    return d;
+  }
+  int device() const override { return backend_->device(); }
+  const void* data() const override { return block_->data(); }
+  size_t bytes() const override { return block_->bytes(); }
+  absl::Status CopyToHost(void* host) const override {
+    return backend_->CopyToHost(host, block_->data(), block_->bytes());
+  }
+
+ private:
+  explicit FakeDeviceData(std::unique_ptr<FakeDeviceBackend> backend)
+      : backend_(std::move(backend)) {}
+  std::unique_ptr<FakeDeviceBackend> backend_;
+  std::unique_ptr<kernels::BackendMemory> block_;  // destroyed before backend_ (declared after)
+};
 
 }  // namespace gravac::daemon::testing
 

@@ -1,0 +1,31 @@
+// DeviceData: a node's tensor held in device memory, as the local side hands it to the engine
+// when it reduced the node's workers on their CUDA device (NodeTensor::device_data). The engine's
+// compression backend of that device reads it in place (BackendCompression::CompensateFromDevice);
+// every other path copies it to host memory first (CopyToHost).
+//
+// Thread-safety: made on the local side's thread, then used by the engine thread alone; the
+// memory is complete (its reduce finished) when the local side hands it over.
+#ifndef GRAVAC_DAEMON_ENGINE_DEVICE_DATA_H_
+#define GRAVAC_DAEMON_ENGINE_DEVICE_DATA_H_
+
+#include <cstddef>
+
+#include "absl/status/status.h"
+
+namespace gravac::daemon {
+
+class DeviceData {
+ public:
+  virtual ~DeviceData() = default;
+  // The CUDA device whose memory holds the data.
+  virtual int device() const = 0;
+  // The data: bytes() bytes of that device's memory (not dereferenceable on the host).
+  virtual const void* data() const = 0;
+  virtual size_t bytes() const = 0;
+  // Copies the bytes() bytes into host memory `host`; blocks until they are there.
+  virtual absl::Status CopyToHost(void* host) const = 0;
+};
+
+}  // namespace gravac::daemon
+
+#endif  // GRAVAC_DAEMON_ENGINE_DEVICE_DATA_H_
