@@ -24,6 +24,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string_view>
 
@@ -59,6 +60,9 @@ class CompressionBackend {
   virtual absl::Status CopyToHost(void* host, const void* src, size_t bytes) = 0;
   // Zeroes `bytes` of this backend's memory (queued like Compensate).
   virtual absl::Status Zero(void* dst, size_t bytes) = 0;
+  // Copies `bytes` between two blocks of this backend's memory, bytes exactly (queued like
+  // Compensate; the blocks must not overlap).
+  virtual absl::Status CopyWithin(void* dst, const void* src, size_t bytes) = 0;
 
   // p[i] = grad[i] + residual[i], rounded to nearest (p may alias grad or residual).
   virtual absl::Status Compensate(const float* grad, const float* residual, float* p,
@@ -95,6 +99,11 @@ class CompressionBackend {
 // tensor through host memory); kInvalidArgument for a negative device with kDevice.
 absl::StatusOr<std::unique_ptr<CompressionBackend>> MakeCompressionBackend(
     MemoryType type, int device, ThreadPool* pool = nullptr);
+
+// Makes the compression backend of CUDA device `device` (>= 0), e.g. MakeDeviceBackend; tests
+// pass fakes. An error: the device has none.
+using DeviceBackendFactory =
+    std::function<absl::StatusOr<std::unique_ptr<CompressionBackend>>(int device)>;
 
 // The CUDA backend alone (kernels/cuda/backend.cc; in a build without CUDA,
 // device_backend_none.cc, which always fails with kFailedPrecondition).

@@ -61,10 +61,9 @@
 
 namespace gravac::daemon::internal {
 
-// Makes the compression backend of CUDA device `device` (>= 0); an error means the device's
-// tensors are compressed on the CPU backend.
-using DeviceBackendFactory =
-    std::function<absl::StatusOr<std::unique_ptr<kernels::CompressionBackend>>(int device)>;
+// Makes the compression backend of a CUDA device; an error means the device's tensors are
+// compressed on the CPU backend.
+using DeviceBackendFactory = kernels::DeviceBackendFactory;
 
 class BackendCompression {
  public:

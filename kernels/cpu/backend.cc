@@ -53,6 +53,11 @@ class CpuBackend : public CompressionBackend {
     return absl::OkStatus();
   }
 
+  absl::Status CopyWithin(void* dst, const void* src, size_t bytes) override {
+    if (bytes > 0) std::memcpy(dst, src, bytes);
+    return absl::OkStatus();
+  }
+
   absl::Status Zero(void* dst, size_t bytes) override {
     if (bytes > 0) std::memset(dst, 0, bytes);
     return absl::OkStatus();

@@ -91,6 +91,15 @@ class CudaBackend : public CompressionBackend {
     return Copy(host, src, bytes, cudaMemcpyDeviceToHost);
   }
 
+  absl::Status CopyWithin(void* dst, const void* src, size_t bytes) override {
+    if (bytes == 0) return absl::OkStatus();
+    DeviceGuard on(device_);
+    RETURN_IF_ERROR(on.status());
+    GRAVAC_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+    return absl::OkStatus();
+  }
+
   absl::Status Zero(void* dst, size_t bytes) override {
     if (bytes == 0) return absl::OkStatus();
     DeviceGuard on(device_);

@@ -101,6 +101,26 @@ TEST_F(BackendTwinTest, SumSquaresIsTheSameBitForBit) {
   }
 }
 
+// The ops of gravacd's local reduce in device memory (daemon/local/device_reduce.h): CopyWithin
+// copies bytes exactly (signed zeros kept) and Compensate into its first input accumulates as
+// the host sum does.
+TEST_F(BackendTwinTest, CopyWithinAndAccumulatingCompensateAreTheSameBitForBit) {
+  const int64_t n = 300007;
+  std::vector<float> a = Gradient(n, 8), b = Gradient(n, 9);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<BackendMemory> d_a, device_->Allocate(n * 4));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<BackendMemory> d_b, device_->Allocate(n * 4));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<BackendMemory> d_sum, device_->Allocate(n * 4));
+  ASSERT_THAT(device_->CopyFromHost(d_a->data(), a.data(), n * 4), IsOk());
+  ASSERT_THAT(device_->CopyFromHost(d_b->data(), b.data(), n * 4), IsOk());
+  ASSERT_THAT(device_->CopyWithin(d_sum->data(), d_a->data(), n * 4), IsOk());
+  std::vector<float> got = Read(*device_, d_sum->floats(), n);
+  EXPECT_EQ(std::memcmp(got.data(), a.data(), n * 4), 0);
+  ASSERT_THAT(device_->Compensate(d_sum->floats(), d_b->floats(), d_sum->floats(), n), IsOk());
+  ASSERT_THAT(host_->Compensate(a.data(), b.data(), a.data(), n), IsOk());
+  got = Read(*device_, d_sum->floats(), n);
+  EXPECT_EQ(std::memcmp(got.data(), a.data(), n * 4), 0);
+}
+
 TEST_F(BackendTwinTest, ScatterAddIsTheSameBitForBit) {
   const int64_t n = 100000, k = 2000;
   std::vector<float> out = Gradient(n, 5), values = Gradient(k, 6);

@@ -78,6 +78,11 @@ class FakeDeviceBackend : public kernels::CompressionBackend {
     memory_->to_host += static_cast<int64_t>(bytes);
     return cpu_->CopyToHost(host, src, bytes);
   }
+  absl::Status CopyWithin(void* dst, const void* src, size_t bytes) override {
+    if (absl::Status s = Check("CopyWithin", dst, bytes); !s.ok()) return s;
+    if (absl::Status s = Check("CopyWithin", src, bytes); !s.ok()) return s;
+    return cpu_->CopyWithin(dst, src, bytes);
+  }
   absl::Status Zero(void* dst, size_t bytes) override {
     if (absl::Status s = Check("Zero", dst, bytes); !s.ok()) return s;
     return cpu_->Zero(dst, bytes);

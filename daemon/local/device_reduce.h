@@ -1,0 +1,61 @@
+// DeviceReduce: the local reduce of a node's workers in device memory. When every local worker of
+// an fp32 allreduce hands a buffer of the same CUDA device (mapped by CUDA IPC, ready: their
+// events waited for), SumFloat32 adds them in local-rank order into a buffer of that device, bit
+// for bit what CombineLocal's host sum gives (collectives::ReduceSum's fp32 additions, in the
+// same order), and hands it over as the NodeTensor's DeviceData: the engine compresses it where
+// it lies (daemon/engine/backend_compression.h).
+//
+// BackendDeviceReduce is the implementation, over kernels' CompressionBackend of the device (its
+// Compensate is the fp32 addition, CopyWithin the one-worker copy): the CUDA backend in gravacd,
+// a fake that runs the CPU kernels on memory of its own in tests.
+//
+// Thread-safety: SumFloat32 may be called from any thread; the DeviceData it returns may be used
+// on another (one backend per device, its calls serialised by a mutex).
+#ifndef GRAVAC_DAEMON_LOCAL_DEVICE_REDUCE_H_
+#define GRAVAC_DAEMON_LOCAL_DEVICE_REDUCE_H_
+
+#include <cstddef>
+#include <map>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "core/mutex.h"
+#include "daemon/engine/device_data.h"
+#include "kernels/backend.h"
+
+namespace gravac::daemon {
+
+class DeviceReduce {
+ public:
+  virtual ~DeviceReduce() = default;
+  // The sum of `inputs` (each `bytes` bytes of fp32 in memory of CUDA device `device`, in
+  // local-rank order; at least one) in a new buffer of that device's memory, complete when it
+  // returns. kFailedPrecondition when the device cannot be used (the caller reduces in host
+  // memory); kInvalidArgument for no inputs or a size that is not whole floats.
+  virtual absl::StatusOr<std::shared_ptr<const DeviceData>> SumFloat32(
+      int device, absl::Span<const void* const> inputs, size_t bytes) = 0;
+};
+
+class BackendDeviceReduce : public DeviceReduce {
+ public:
+  // `make_backend` null: kernels::MakeDeviceBackend.
+  explicit BackendDeviceReduce(kernels::DeviceBackendFactory make_backend = nullptr);
+  ~BackendDeviceReduce() override;
+
+  absl::StatusOr<std::shared_ptr<const DeviceData>> SumFloat32(
+      int device, absl::Span<const void* const> inputs, size_t bytes) override;
+
+  struct Device;  // internal: a device's backend and the mutex that serialises its calls
+
+ private:
+  absl::StatusOr<std::shared_ptr<Device>> DeviceFor(int device);
+
+  kernels::DeviceBackendFactory make_backend_;
+  Mutex mu_;
+  std::map<int, std::shared_ptr<Device>> devices_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace gravac::daemon
+
+#endif  // GRAVAC_DAEMON_LOCAL_DEVICE_REDUCE_H_
