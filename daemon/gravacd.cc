@@ -82,7 +82,8 @@ absl::Status Gravacd::Run() {
                            .check_finite = options_.check_finite,
                            .log = log_,
                            .metrics = metrics.get(),
-                           .device = &device_});
+                           .device = &device_,
+                           .device_reduce = &device_reduce_});
   if (!started.ok()) {
     return absl::Status(started.status().code(),
                         StrCat("opening the worker socket ", options_.socket_path, ": ",

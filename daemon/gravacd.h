@@ -40,6 +40,7 @@
 #include "core/logging.h"
 #include "core/metrics.h"
 #include "daemon/gravacd_options.h"
+#include "daemon/local/device_reduce.h"
 
 namespace gravac::daemon {
 
@@ -73,6 +74,8 @@ class Gravacd {
   prometheus::Registry* const metrics_;
   // CUDA tensors handed over by IPC (one-job mode; the JobService has its own).
   ipc::CudaDeviceAccess device_;
+  // Their local reduce in device memory (fp32 allreduces on one device).
+  BackendDeviceReduce device_reduce_;
   absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   JobSession* session_ ABSL_GUARDED_BY(mu_) = nullptr;  // one-job mode, while it runs

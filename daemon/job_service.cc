@@ -275,7 +275,8 @@ void JobService::Route(ipc::UniqueFd fd, ipc::FrameReader reader, std::string pa
                            .check_finite = options_.check_finite,
                            .log = log_,
                            .metrics = metrics.get(),
-                           .device = &device_});
+                           .device = &device_,
+                           .device_reduce = &device_reduce_});
   if (!server.ok()) {
     RefuseJob(fd.get(),
               absl::Status(server.status().code(), StrCat(who, ": ", server.status().message())),

@@ -53,6 +53,7 @@
 #include "daemon/daemon_metrics.h"
 #include "daemon/gravacd_options.h"
 #include "daemon/job_session.h"
+#include "daemon/local/device_reduce.h"
 #include "daemon/regroup_desk.h"
 #include "gravac/v1/worker.pb.h"
 
@@ -109,6 +110,7 @@ class JobService {
   Logger* const log_;
   prometheus::Registry* const registry_;
   ipc::CudaDeviceAccess device_;  // CUDA tensors handed over by IPC, for every session
+  BackendDeviceReduce device_reduce_;  // their local reduce in device memory
   ipc::UniqueFd listen_fd_, wake_fd_;
   ino_t socket_inode_ = 0;
   ipc::PeerPolicy peer_policy_;

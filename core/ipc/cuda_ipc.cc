@@ -291,6 +291,14 @@ absl::Status CudaDeviceAccess::Read(void* dst, const void* src, size_t bytes, in
   return CopyDeviceToHost(dst, src, bytes, device, nullptr);
 }
 
+absl::Status CudaDeviceAccess::WaitReady(int device, std::string_view ready_event) {
+  if (ready_event.empty()) return absl::OkStatus();
+  std::lock_guard<std::mutex> lock(mu_);
+  GRAVAC_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  ASSIGN_OR_RETURN(IpcEvent * ready, EventLocked(ready_event, device));
+  return ready->Synchronize();
+}
+
 absl::Status CudaDeviceAccess::Write(void* dst, const void* src, size_t bytes, int device,
                                      std::string_view done_event) {
   std::lock_guard<std::mutex> lock(mu_);

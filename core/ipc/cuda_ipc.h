@@ -117,6 +117,7 @@ class CudaDeviceAccess : public DeviceAccess {
                     std::string_view ready_event) override;
   absl::Status Write(void* dst, const void* src, size_t bytes, int device,
                      std::string_view done_event) override;
+  absl::Status WaitReady(int device, std::string_view ready_event) override;
 
  private:
   // The opened event of `handle` (kCudaIpcHandleBytes bytes) on `device`.

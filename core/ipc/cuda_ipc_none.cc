@@ -62,6 +62,9 @@ void CudaDeviceAccess::Close(void*, int) {}
 absl::Status CudaDeviceAccess::Read(void*, const void*, size_t, int, std::string_view) {
   return NoCuda("reading mapped device memory");
 }
+absl::Status CudaDeviceAccess::WaitReady(int, std::string_view) {
+  return NoCuda("waiting for a worker's CUDA event");
+}
 absl::Status CudaDeviceAccess::Write(void*, const void*, size_t, int, std::string_view) {
   return NoCuda("writing mapped device memory");
 }

@@ -27,6 +27,10 @@ class DeviceAccess : public MemHandleOpener {
   // bytes; empty: none). Blocks until `dst` holds the data.
   virtual absl::Status Read(void* dst, const void* src, size_t bytes, int device,
                             std::string_view ready_event) = 0;
+  // Blocks until the work the worker recorded on `ready_event` (as for Read; empty: returns at
+  // once) is done on `device`, so that the mapped buffers it covers can be read in place (the
+  // local reduce in device memory, daemon/local/device_reduce.h).
+  virtual absl::Status WaitReady(int device, std::string_view ready_event) = 0;
   // Copies host memory `src` into the mapped buffer `dst` (on `device`), then records
   // `done_event` (empty: none) after the copy. Returns once `src` may be reused.
   virtual absl::Status Write(void* dst, const void* src, size_t bytes, int device,

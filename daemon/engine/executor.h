@@ -26,7 +26,10 @@
 //    Compressor::CompressFrom; norms in kernels::L2Norm's order). On a device backend both
 //    levels are selected there (θ_c's straight from p) and ‖g‖ and both levels' norms come from
 //    its SumSquares (LevelsOnDevice): only the sent message is copied to the host (p on a dense
-//    step), for the wire.
+//    step), for the wire. A node's sum that the local side left in device memory
+//    (NodeTensor::device_data) is compensated there in place; every other path (the CPU
+//    backend, the CPU compressor path, a dense step's fallback) copies it to `data` first
+//    (HostData). The exchanges and the results are in host memory.
 //  - every other compressor (randomk, dgc, redsync, fp16, bf16, topk with fp16 / bf16 values):
 //    the CPU compressor with a kernels::cpu::ErrorFeedback per tensor (ResidualStore), host
 //    memory only: the backends implement exact top-k with fp32 values and nothing else.

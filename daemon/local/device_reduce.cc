@@ -41,6 +41,18 @@ class BackendDeviceData : public DeviceData {
 
 }  // namespace
 
+NodeTensor CombineOnDevice(absl::Span<const LocalInput> inputs, int64_t posted_at_ns,
+                           std::shared_ptr<const DeviceData> sum) {
+  NodeTensor out;
+  out.spec = *inputs[0].spec;
+  out.posted_at_ns = posted_at_ns;
+  for (const LocalInput& in : inputs) out.samples += in.spec->samples;
+  out.spec.samples = out.samples;
+  out.device = sum->device();
+  out.device_data = std::move(sum);
+  return out;
+}
+
 BackendDeviceReduce::BackendDeviceReduce(kernels::DeviceBackendFactory make_backend)
     : make_backend_(std::move(make_backend)) {
   if (make_backend_ == nullptr) make_backend_ = kernels::MakeDeviceBackend;

@@ -22,6 +22,7 @@
 #include "absl/types/span.h"
 #include "core/mutex.h"
 #include "daemon/engine/device_data.h"
+#include "daemon/local/local_reduce.h"
 #include "kernels/backend.h"
 
 namespace gravac::daemon {
@@ -29,6 +30,9 @@ namespace gravac::daemon {
 class DeviceReduce {
  public:
   virtual ~DeviceReduce() = default;
+  // Whether device `device` can be used (its backend made on first use): OK, or
+  // kFailedPrecondition naming it, before the caller waits for the inputs to be ready.
+  virtual absl::Status Prepare(int device) = 0;
   // The sum of `inputs` (each `bytes` bytes of fp32 in memory of CUDA device `device`, in
   // local-rank order; at least one) in a new buffer of that device's memory, complete when it
   // returns. kFailedPrecondition when the device cannot be used (the caller reduces in host
@@ -37,11 +41,18 @@ class DeviceReduce {
       int device, absl::Span<const void* const> inputs, size_t bytes) = 0;
 };
 
+// The NodeTensor of agreeing allreduce `inputs` (in local-rank order, as CombineLocal's) whose
+// sum `sum` is in device memory: spec and samples as CombineLocal gives, `data` empty.
+NodeTensor CombineOnDevice(absl::Span<const LocalInput> inputs, int64_t posted_at_ns,
+                           std::shared_ptr<const DeviceData> sum);
+
 class BackendDeviceReduce : public DeviceReduce {
  public:
   // `make_backend` null: kernels::MakeDeviceBackend.
   explicit BackendDeviceReduce(kernels::DeviceBackendFactory make_backend = nullptr);
   ~BackendDeviceReduce() override;
+
+  absl::Status Prepare(int device) override { return DeviceFor(device).status(); }
 
   absl::StatusOr<std::shared_ptr<const DeviceData>> SumFloat32(
       int device, absl::Span<const void* const> inputs, size_t bytes) override;

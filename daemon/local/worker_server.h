@@ -35,7 +35,11 @@
 // the reason when the handle cannot be opened (said once per worker in the log); a device
 // request whose buffer cannot be mapped or read (a freed or foreign handle), is declared as
 // host memory, or lies on another CUDA device than the worker's earlier tensors fails on every
-// rank of the job naming the rank, tensor and field, like a local disagreement.
+// rank of the job naming the rank, tensor and field, like a local disagreement. With
+// options.device_reduce, an fp32 allreduce whose posts are all buffers of one CUDA device is
+// summed there and handed to the engine in device memory (NodeTensor::device_data); otherwise
+// the buffers are read into host memory and reduced there. Results are written back from host
+// memory either way.
 // With check_finite, a float allreduce whose local sum is not finite fails on every node.
 // Liveness: the loop sends every welcomed worker a Heartbeat every stall_timeout / 6 (at most
 // 1 s), and the Welcome carries stall_timeout as the bound after which a worker that heard
@@ -56,6 +60,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/ipc/device_access.h"
+#include "daemon/local/device_reduce.h"
 #include "core/ipc/framing.h"
 #include "core/ipc/unique_fd.h"
 #include "core/job_id.h"
@@ -88,6 +93,11 @@ struct WorkerServerOptions {
   // says no device intake and the workers stage CUDA tensors through host memory. Must outlive
   // the server.
   ipc::DeviceAccess* device = nullptr;
+  // With `device`: an fp32 allreduce whose local workers all hand buffers of one CUDA device is
+  // summed there (after their ready events) and handed to the engine in device memory
+  // (NodeTensor::device_data). nullptr, check_finite, or a device it cannot use: the buffers are
+  // read into host memory and reduced there. Must outlive the server.
+  DeviceReduce* device_reduce = nullptr;
 };
 
 // The node's ranks, learnt from the workers' hellos: global ranks

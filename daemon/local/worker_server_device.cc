@@ -96,6 +96,53 @@ absl::Status WorkerServerImpl::ReadDevicePosts(const std::string& name, Pending&
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::shared_ptr<const DeviceData>> WorkerServerImpl::ReduceDevicePosts(
+    const std::string& name, const Pending& pending) {
+  if (options_.device_reduce == nullptr || options_.check_finite || pending.join) return nullptr;
+  std::vector<const PostedRequest*> posts;
+  for (const std::optional<PostedRequest>& post : pending.posts) {
+    if (!post.has_value()) continue;  // a joined rank: its zeros need no device
+    if (!post->on_device || post->spec.kind != CollectiveKind::kAllreduce ||
+        post->spec.dtype != collectives::DataType::kFloat32) {
+      return nullptr;
+    }
+    if (!post->device_status.ok()) return post->device_status;
+    if (!posts.empty() && (post->device != posts[0]->device || post->bytes != posts[0]->bytes)) {
+      return nullptr;  // reduced on the host, where a disagreement is named
+    }
+    posts.push_back(&*post);
+  }
+  if (posts.empty()) return nullptr;
+  const int device = posts[0]->device;
+  if (absl::Status usable = options_.device_reduce->Prepare(device); !usable.ok()) {
+    if (options_.log != nullptr && !said_no_device_reduce_) {
+      GRAVAC_LOG(*options_.log, kWarning, "%s; device tensors are reduced in host memory",
+                 usable.message());
+    }
+    said_no_device_reduce_ = true;
+    return nullptr;
+  }
+  std::vector<const void*> inputs;
+  for (size_t lr = 0; lr < pending.posts.size(); ++lr) {
+    if (!pending.posts[lr].has_value()) continue;
+    const PostedRequest& post = *pending.posts[lr];
+    absl::Status ready = options_.device->WaitReady(post.device, post.ready_event);
+    if (!ready.ok()) {
+      return absl::Status(ready.code(),
+                          absl::StrFormat("rank %d, tensor '%s', field device_buffer: waiting for "
+                                          "its ready event failed: %s",
+                                          first_rank_ + static_cast<int>(lr), name,
+                                          ready.message()));
+    }
+    inputs.push_back(post.mapped);
+  }
+  absl::StatusOr<std::shared_ptr<const DeviceData>> sum =
+      options_.device_reduce->SumFloat32(device, inputs, posts[0]->bytes);
+  if (sum.ok()) return sum;
+  return absl::Status(sum.status().code(),
+                      absl::StrFormat("tensor '%s': %s", name, sum.status().message()));
+}
+
 absl::Status WorkerServerImpl::WriteDevicePost(const Conn& conn, const std::string& name,
                                                const PostedRequest& post,
                                                const std::vector<uint8_t>& data) {

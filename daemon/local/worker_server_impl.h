@@ -111,6 +111,12 @@ class WorkerServerImpl : public std::enable_shared_from_this<WorkerServerImpl> {
   // Reads the device posts of a locally complete tensor into their host buffers; the first
   // error (naming rank, tensor and field) when one cannot be read.
   absl::Status ReadDevicePosts(const std::string& name, Pending& pending);
+  // The node's sum of a locally complete tensor in device memory (options.device_reduce), when
+  // every post is an fp32 allreduce buffer of one CUDA device of the same size; nullptr when
+  // not (the caller reads the posts into host memory). An error (naming rank or device, tensor
+  // and field) when a post cannot be taken, its ready event not waited for, or the sum fails.
+  absl::StatusOr<std::shared_ptr<const DeviceData>> ReduceDevicePosts(const std::string& name,
+                                                                     const Pending& pending);
   // Writes a result into a device post's buffer and records its done event.
   absl::Status WriteDevicePost(const Conn& conn, const std::string& name,
                                const PostedRequest& post, const std::vector<uint8_t>& data);
@@ -199,6 +205,7 @@ class WorkerServerImpl : public std::enable_shared_from_this<WorkerServerImpl> {
   std::vector<QueuedTimeline> queued_timelines_;  // received before Serve
   FailureSink on_failure_;
   int first_rank_ = 0;
+  bool said_no_device_reduce_ = false;  // the fallback of ReduceDevicePosts was logged
   int world_size_ = 0;
 };
 

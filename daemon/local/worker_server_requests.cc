@@ -302,10 +302,15 @@ void WorkerServerImpl::Complete(const std::string& name, Pending pending) {
     }
     return;
   }
-  // Device posts are read into host memory here (after their ready events); a buffer that
-  // cannot be taken or read fails the tensor on every rank, as a disagreement does.
-  absl::Status status = ReadDevicePosts(name, pending);
-  if (status.ok()) {
+  // Device posts are summed in device memory (an fp32 allreduce on one device) or read into host
+  // memory here (after their ready events); a buffer that cannot be taken or read fails the
+  // tensor on every rank, as a disagreement does.
+  absl::StatusOr<std::shared_ptr<const DeviceData>> device_sum = ReduceDevicePosts(name, pending);
+  absl::Status status = device_sum.status();
+  if (status.ok() && *device_sum == nullptr) status = ReadDevicePosts(name, pending);
+  if (status.ok() && *device_sum != nullptr) {
+    status = CheckLocalAgreement(inputs);
+  } else if (status.ok()) {
     for (size_t i = 0, lr = 0; lr < pending.posts.size(); ++lr) {
       if (!pending.posts[lr].has_value() || ByLocalRank(static_cast<int>(lr)) == nullptr) continue;
       if (pending.posts[lr]->on_device) inputs[i].data = pending.posts[lr]->host.data();
@@ -356,7 +361,9 @@ void WorkerServerImpl::Complete(const std::string& name, Pending pending) {
   uint64_t bytes = 0;
   for (const LocalInput& in : inputs) bytes += in.bytes;
   if (inputs[0].spec->kind != CollectiveKind::kAllgather) bytes = inputs[0].bytes;
-  ready.tensor = CombineLocal(inputs, pending.first_posted_ns, pool_.Take(bytes));
+  ready.tensor = *device_sum != nullptr
+                     ? CombineOnDevice(inputs, pending.first_posted_ns, *std::move(device_sum))
+                     : CombineLocal(inputs, pending.first_posted_ns, pool_.Take(bytes));
   for (std::optional<PostedRequest>& post : pending.posts) {
     if (!post.has_value()) continue;
     // The engine compresses a device tensor on the CUDA device of the node's first device post.

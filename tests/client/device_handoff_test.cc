@@ -31,12 +31,15 @@ constexpr int kCount = 1000;
 class DeviceHandoffTest : public ::testing::Test {
  protected:
   // The daemon's local side for `local_size` workers; `device` may be null (no device intake).
-  void StartDaemon(int local_size, ipc::DeviceAccess* device) {
+  // `reduce` (may be null): the local reduce in device memory.
+  void StartDaemon(int local_size, ipc::DeviceAccess* device,
+                   daemon::DeviceReduce* reduce = nullptr) {
     engine_ = std::make_unique<daemon::testing::FakeEngine>(local_size);
     daemon::WorkerServerOptions o;
     o.socket_path = dir_.socket();
     o.local_size = local_size;
     o.device = device;
+    o.device_reduce = reduce;
     auto server = daemon::WorkerServer::Start(o);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
@@ -147,6 +150,45 @@ TEST_F(DeviceHandoffTest, DeviceBuffersCrossWithoutHostCopyAndEachAllocationIsMa
   EXPECT_THAT(engine_->devices(), ::testing::ElementsAre(0, 0, 0));
   for (const daemon::TensorSpec& s : engine_->specs()) EXPECT_EQ(s.memory, MemoryType::kDevice);
   for (auto& x : w) EXPECT_TRUE(x->client->Shutdown().ok());
+}
+
+// With a local reduce in device memory, the workers' fp32 buffers are summed there (after their
+// ready events, read in place: no copy to the host on the local side) and the engine gets the
+// sum in device memory; where the device cannot be used they are read to the host as before.
+// The workers' results are the same either way.
+TEST_F(DeviceHandoffTest, TheLocalReduceRunsInDeviceMemoryWhenItCan) {
+  for (const bool usable : {true, false}) {
+    SCOPED_TRACE(usable ? "device reduce" : "device refused: host reduce");
+    testing::FakeDeviceReduce reduce(usable);
+    StartDaemon(2, access_.get(), &reduce);
+    FakeDeviceRuntime runtime;
+    std::vector<float> a(kCount), b(kCount);
+    runtime.Register(a.data(), a.size() * sizeof(float), 0, 200);
+    runtime.Register(b.data(), b.size() * sizeof(float), 0, 201);
+    std::vector<std::unique_ptr<Worker>> w(2);
+    std::vector<std::thread> threads;
+    for (int lr = 0; lr < 2; ++lr) {
+      threads.emplace_back([&, lr] {
+        w[lr] = Connect(lr, 2, &runtime);
+        ASSERT_NE(w[lr], nullptr);
+        std::vector<float>& x = lr == 0 ? a : b;
+        for (int step = 0; step < 2; ++step) {
+          for (int i = 0; i < kCount; ++i) x[i] = static_cast<float>(i % 5) * (lr + 1) - step;
+          ASSERT_TRUE(PostAndWait(*w[lr], "g", x.data(), x.data()).ok());
+          for (int i = 0; i < kCount; ++i) {
+            ASSERT_EQ(x[i], static_cast<float>(i % 5) * 3 - 2 * step) << "element " << i;
+          }
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(reduce.sums(), usable ? 2 : 0);
+    EXPECT_EQ(engine_->device_sums(), usable ? 2 : 0);
+    EXPECT_THAT(engine_->devices(), ::testing::ElementsAre(0, 0));
+    for (auto& x : w) EXPECT_TRUE(x->client->Shutdown().ok());
+    server_.reset();
+  }
+  EXPECT_EQ(access_->ready_waits(), 8) << "every post's ready event, on both paths";
 }
 
 TEST_F(DeviceHandoffTest, AFreedBlockReusedAtTheSameAddressIsMappedAgain) {

@@ -14,11 +14,14 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "client/src/device_runtime.h"
 #include "core/ipc/device_access.h"
 #include "core/mutex.h"
+#include "daemon/collectives/reduce.h"
+#include "daemon/local/device_reduce.h"
 
 namespace gravac::testing {
 
@@ -193,6 +196,11 @@ class FakeDeviceAccess : public ipc::DeviceAccess {
     std::memcpy(dst, src, bytes);
     return absl::OkStatus();
   }
+  absl::Status WaitReady(int, std::string_view ready_event) override {
+    MutexLock lock(&mu_);
+    if (!ready_event.empty()) ++ready_waits_;
+    return absl::OkStatus();
+  }
   absl::Status Write(void* dst, const void* src, size_t bytes, int,
                      std::string_view done_event) override {
     MutexLock lock(&mu_);
@@ -215,6 +223,64 @@ class FakeDeviceAccess : public ipc::DeviceAccess {
   int closes_ ABSL_GUARDED_BY(mu_) = 0;
   int ready_waits_ ABSL_GUARDED_BY(mu_) = 0;
   int done_records_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// gravacd's local reduce in device memory over FakeDeviceRuntime's "device memory" (host arrays):
+// sums with collectives::ReduceSum, as CombineLocal, into a host buffer it hands over as the
+// DeviceData; or refuses every device (kFailedPrecondition) as told. Counts its sums.
+class FakeDeviceReduce : public daemon::DeviceReduce {
+ public:
+  explicit FakeDeviceReduce(bool usable = true) : usable_(usable) {}
+
+  absl::Status Prepare(int device) override {
+    if (usable_) return absl::OkStatus();
+    return absl::FailedPreconditionError(
+        absl::StrFormat("no local reduce on CUDA device %d: fake: unusable", device));
+  }
+
+  absl::StatusOr<std::shared_ptr<const daemon::DeviceData>> SumFloat32(
+      int device, absl::Span<const void* const> inputs, size_t bytes) override {
+    if (!usable_) {
+      return absl::FailedPreconditionError(
+          absl::StrFormat("no local reduce on CUDA device %d: fake: unusable", device));
+    }
+    auto sum = std::make_shared<Sum>(device, bytes);
+    const size_t n = bytes / sizeof(float);
+    if (inputs.size() == 1) {
+      std::memcpy(sum->buffer.data(), inputs[0], bytes);
+    } else {
+      collectives::ReduceSum(collectives::DataType::kFloat32, sum->buffer.data(), inputs[0],
+                             inputs[1], n);
+      for (size_t i = 2; i < inputs.size(); ++i) {
+        collectives::ReduceSumInto(collectives::DataType::kFloat32, sum->buffer.data(),
+                                   inputs[i], n);
+      }
+    }
+    MutexLock lock(&mu_);
+    ++sums_;
+    return std::shared_ptr<const daemon::DeviceData>(sum);
+  }
+  int sums() {
+    MutexLock lock(&mu_);
+    return sums_;
+  }
+
+ private:
+  struct Sum : daemon::DeviceData {
+    Sum(int d, size_t bytes) : device_(d), buffer(bytes) {}
+    int device() const override { return device_; }
+    const void* data() const override { return buffer.data(); }
+    size_t bytes() const override { return buffer.size(); }
+    absl::Status CopyToHost(void* host) const override {
+      if (!buffer.empty()) std::memcpy(host, buffer.data(), buffer.size());
+      return absl::OkStatus();
+    }
+    int device_;
+    std::vector<uint8_t> buffer;
+  };
+  const bool usable_;
+  Mutex mu_;
+  int sums_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace gravac::testing

@@ -92,6 +92,8 @@ TEST(DeviceReduceTest, BadInputIsNamed) {
       [](int device) -> absl::StatusOr<std::unique_ptr<kernels::CompressionBackend>> {
         return absl::FailedPreconditionError(absl::StrFormat("fake: device %d unusable", device));
       });
+  EXPECT_THAT(no_device.Prepare(2), StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(reduce.Prepare(0), IsOk());
   EXPECT_THAT(no_device.SumFloat32(2, on_host, 32),
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        HasSubstr("no local reduce on CUDA device 2: fake: device 2 unusable")));

@@ -50,6 +50,7 @@ class FakeEngine {
       names_.push_back(t.spec.name);
       specs_.push_back(t.spec);
       devices_.push_back(t.device);
+      if (t.device_data != nullptr) ++device_sums_;
       if (hold_) {
         held_.emplace_back(std::move(t), std::move(done));
         return;
@@ -97,6 +98,11 @@ class FakeEngine {
     return specs_;
   }
   // NodeTensor::device of each tensor enqueued, in order (as specs()).
+  // Tensors handed over with their sum in device memory (NodeTensor::device_data).
+  int device_sums() {
+    MutexLock lock(&mu_);
+    return device_sums_;
+  }
   std::vector<int> devices() {
     MutexLock lock(&mu_);
     return devices_;
@@ -108,6 +114,11 @@ class FakeEngine {
 
   TensorResult Complete(NodeTensor t) const {
     TensorResult r;
+    if (t.device_data != nullptr) {  // as the engine's host paths: the sum copied out once
+      t.data.resize(t.device_data->bytes());
+      r.status = t.device_data->CopyToHost(t.data.data());
+      if (!r.status.ok()) return r;
+    }
     r.decision_epoch = 7;
     r.theta = 1.0;
     switch (t.spec.kind) {
@@ -143,6 +154,7 @@ class FakeEngine {
   std::vector<std::string> local_failed_ ABSL_GUARDED_BY(mu_);
   std::vector<TensorSpec> specs_ ABSL_GUARDED_BY(mu_);
   std::vector<int> devices_ ABSL_GUARDED_BY(mu_);
+  int device_sums_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<absl::Status> failures_ ABSL_GUARDED_BY(mu_);
 };
 
