@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <filesystem>
+#include <optional>
+#include <string_view>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -112,7 +114,7 @@ constexpr SettingSpec kOwnSettings[] = {
 constexpr SettingSpec kDaemonSettings[] = {
     {"transport", "", "", "gravacd: data-plane transport (ucx)"},
     {"ucx_tls", "", "", "gravacd: UCX_TLS (default with --link: tcp)"},
-    {"ucx_net_devices", "", "", "gravacd: UCX_NET_DEVICES (default with --link: eth0)"},
+    {"ucx_net_devices", "", "", "gravacd: UCX_NET_DEVICES (default with --link: eth0; with every node on this machine: lo)"},
     {"fusion_threshold_bytes", "", "", "gravacd: tensor fusion threshold"},
     {"cycle_time_ms", "", "", "gravacd: negotiation cycle time"},
     {"stall_warning_s", "", "", "gravacd: stall warning after"},
@@ -231,6 +233,29 @@ absl::Status ParseHostSettings(const Settings& s, int64_t* np, int64_t* nodes,
   ASSIGN_OR_RETURN(options->ssh.options, SplitArgs(ssh_options));
   ASSIGN_OR_RETURN(options->ssh.connect_timeout, Seconds(s, "ssh_connect_timeout_s"));
   return absl::OkStatus();
+}
+
+// A job whose nodes all run on this machine (no --hosts, --link, --node or discovery script)
+// never sends data off it, so its gravacds get --ucx_net_devices=lo unless a device list is given
+// (flag, --daemon_args, UCX_NET_DEVICES or GRAVAC_UCX_NET_DEVICES). Shared memory is not a
+// network device and stays allowed. Without the pin UCX takes every interface up when a gravacd
+// makes its worker, and interfaces that come and go on the host (containers, VPNs, another job's
+// veth pair) break a job that never used them: ucp_worker_create fails with "No such device"
+// when one vanishes as the worker is made, and a CI run's first allreduce stalled until the op
+// timeout while another test's veth pair came and went.
+void PinLocalDataPlaneToLoopback(const EnvLookup& env, bool devices_given,
+                                 RunnerOptions* options) {
+  if (!options->hosts.empty() || options->link.has_value() || options->node >= 0 ||
+      !options->host_discovery_script.empty() || devices_given) {
+    return;
+  }
+  for (const std::string& arg : options->daemon_args) {
+    if (arg.starts_with("--ucx_net_devices")) return;
+  }
+  for (std::string_view var : {"UCX_NET_DEVICES", "GRAVAC_UCX_NET_DEVICES"}) {
+    if (std::optional<std::string> v = env(var); v.has_value() && !v->empty()) return;
+  }
+  options->daemon_args.push_back("--ucx_net_devices=lo");
 }
 
 }  // namespace
@@ -536,6 +561,7 @@ absl::StatusOr<RunnerOptions> ParseRunnerArgs(absl::Span<const char* const> args
     return absl::InvalidArgumentError(
         "--elastic-timeout needs --host-discovery-script (it bounds the wait for added hosts)");
   }
+  PinLocalDataPlaneToLoopback(env, devices_given, &options);
   return options;
 }
 

@@ -66,7 +66,7 @@ TEST(ParseRunnerArgsTest, MinimalCommandLine) {
   EXPECT_FALSE(o.link.has_value());
   EXPECT_THAT(o.command, ElementsAre("./train", "--lr", "0.1"));
   EXPECT_THAT(o.controller_args, IsEmpty());
-  EXPECT_THAT(o.daemon_args, IsEmpty());
+  EXPECT_THAT(o.daemon_args, ElementsAre("--ucx_net_devices=lo"));
 }
 
 // Every launch is a new run of its job: a fresh run id unless one is given.
@@ -196,7 +196,8 @@ TEST(ParseRunnerArgsTest, ForwardsControllerAndDaemonSettings) {
   EXPECT_THAT(o.controller_args,
               ElementsAre("--window", "5", "--norm_mode", "layer sum", "--compressor=dgc",
                           "--sparse_values=fp16", "--theta_min=20"));
-  EXPECT_THAT(o.daemon_args, ElementsAre("--stall_warning_s=2", "--fusion_threshold_bytes=1024"));
+  EXPECT_THAT(o.daemon_args, ElementsAre("--stall_warning_s=2", "--fusion_threshold_bytes=1024",
+                                         "--ucx_net_devices=lo"));
 }
 
 // Every job setting of core/job_settings.h is a gravacrun flag forwarded to the controller (the
@@ -206,7 +207,7 @@ TEST(ParseRunnerArgsTest, ForwardsEveryJobSetting) {
     const std::string flag = StrCat("--", job.name, "=v");
     ASSERT_OK_AND_ASSIGN(RunnerOptions o, Parse({"-np", "2", flag.c_str(), "--", "true"}));
     EXPECT_THAT(o.controller_args, ElementsAre(flag)) << job.name;
-    EXPECT_THAT(o.daemon_args, IsEmpty()) << job.name;
+    EXPECT_THAT(o.daemon_args, ElementsAre("--ucx_net_devices=lo")) << job.name;
   }
   // Not given: nothing is forwarded, the controller applies its defaults and GRAVAC_* itself.
   ASSERT_OK_AND_ASSIGN(RunnerOptions o,
@@ -225,6 +226,27 @@ TEST(ParseRunnerArgsTest, LinkMakesTheDataPlaneUseTcpOnEth0) {
   ASSERT_OK_AND_ASSIGN(
       o, Parse({"-np", "2", "--link", "1gbit", "--ucx_tls", "tcp,self", "--", "true"}));
   EXPECT_THAT(o.daemon_args, ElementsAre("--ucx_tls=tcp,self", "--ucx_net_devices=eth0"));
+}
+
+// A job with every node on this machine keeps its data plane on loopback (shared memory stays
+// allowed): interfaces that come and go on the host cannot break it. A device list given any
+// way wins, and jobs on real hosts or emulated links are not pinned.
+TEST(ParseRunnerArgsTest, LocalJobPinsTheDataPlaneToLoopbackUnlessDevicesAreGiven) {
+  ASSERT_OK_AND_ASSIGN(RunnerOptions o, Parse({"-np", "4", "--nodes", "2", "--", "true"}));
+  EXPECT_THAT(o.daemon_args, ElementsAre("--ucx_net_devices=lo"));
+  ASSERT_OK_AND_ASSIGN(o, Parse({"-np", "2", "--ucx_net_devices", "eth1", "--", "true"}));
+  EXPECT_THAT(o.daemon_args, ElementsAre("--ucx_net_devices=eth1"));
+  ASSERT_OK_AND_ASSIGN(
+      o, Parse({"-np", "2", "--daemon_args", "--ucx_net_devices=eth2", "--", "true"}));
+  EXPECT_THAT(o.daemon_args, ElementsAre("--ucx_net_devices=eth2"));
+  for (const char* var : {"UCX_NET_DEVICES", "GRAVAC_UCX_NET_DEVICES"}) {
+    ASSERT_OK_AND_ASSIGN(o, Parse({"-np", "2", "--", "true"}, {{var, "eth3"}}));
+    EXPECT_THAT(o.daemon_args, IsEmpty()) << var;
+  }
+  ASSERT_OK_AND_ASSIGN(o, Parse({"-np", "2", "--hosts", "a:1,b:1", "--", "true"}));
+  EXPECT_THAT(o.daemon_args, IsEmpty());
+  ASSERT_OK_AND_ASSIGN(o, Parse({"-np", "2", "--link", "1gbit", "--", "true"}));
+  EXPECT_THAT(o.daemon_args, ElementsAre("--ucx_tls=tcp", "--ucx_net_devices=eth0"));
 }
 
 TEST(ParseRunnerArgsTest, NodeModeTakesTheSocketAndControllerFromFlagsOrEnvironment) {
