@@ -3,8 +3,14 @@
 // compression backend of that device reads it in place (BackendCompression::CompensateFromDevice);
 // every other path copies it to host memory first (CopyToHost).
 //
+// Lifetime: the memory may be reused as soon as the last reference goes (the local reduce keeps
+// its buffers in a pool: daemon/local/device_reduce.h): a reader that queued work on it on a
+// stream of its own (a device backend's kernels) must have waited for that work (a synchronising
+// call: SumSquares, CopyToHost, Synchronize) before it releases the DeviceData.
+//
 // Thread-safety: made on the local side's thread, then used by the engine thread alone; the
-// memory is complete (its reduce finished) when the local side hands it over.
+// memory is complete (its reduce finished) when the local side hands it over. Releasing it is
+// safe on any thread.
 #ifndef GRAVAC_DAEMON_ENGINE_DEVICE_DATA_H_
 #define GRAVAC_DAEMON_ENGINE_DEVICE_DATA_H_
 

@@ -9,8 +9,19 @@
 // Compensate is the fp32 addition, CopyWithin the one-worker copy): the CUDA backend in gravacd,
 // a fake that runs the CPU kernels on memory of its own in tests.
 //
+// Buffers: the sums of each device come from a pool of that device (daemon/local/
+// device_buffer_pool.h) instead of a new device allocation per call (cudaMalloc / cudaFree
+// synchronise the device): a steady step of same-sized tensors allocates nothing after its first.
+// When the last reference to a returned DeviceData goes, its buffer goes back to the pool (not
+// freed) and the next SumFloat32 of that size writes into it. So whoever reads a sum on a stream
+// of its own (the engine's device backend, BackendCompression::CompensateFromDevice) must have
+// waited for that work to finish before it drops the DeviceData. The pool's free plus held bytes
+// never exceed the most bytes of sums held at once; the oldest free buffers are freed first when
+// sizes change. The pool lives as long as the last DeviceData of its device, so a DeviceData may
+// outlive the reducer.
+//
 // Thread-safety: SumFloat32 may be called from any thread; the DeviceData it returns may be used
-// on another (one backend per device, its calls serialised by a mutex).
+// and released on another (one backend and pool per device, their calls serialised by a mutex).
 #ifndef GRAVAC_DAEMON_LOCAL_DEVICE_REDUCE_H_
 #define GRAVAC_DAEMON_LOCAL_DEVICE_REDUCE_H_
 
@@ -22,6 +33,7 @@
 #include "absl/types/span.h"
 #include "core/mutex.h"
 #include "daemon/engine/device_data.h"
+#include "daemon/local/device_buffer_pool.h"
 #include "daemon/local/local_reduce.h"
 #include "kernels/backend.h"
 
@@ -34,9 +46,10 @@ class DeviceReduce {
   // kFailedPrecondition naming it, before the caller waits for the inputs to be ready.
   virtual absl::Status Prepare(int device) = 0;
   // The sum of `inputs` (each `bytes` bytes of fp32 in memory of CUDA device `device`, in
-  // local-rank order; at least one) in a new buffer of that device's memory, complete when it
-  // returns. kFailedPrecondition when the device cannot be used (the caller reduces in host
-  // memory); kInvalidArgument for no inputs or a size that is not whole floats.
+  // local-rank order; at least one) in a buffer of that device's memory, complete when it
+  // returns; the buffer is the caller's until it drops the DeviceData (see "Buffers" above).
+  // kFailedPrecondition when the device cannot be used (the caller reduces in host memory);
+  // kInvalidArgument for no inputs or a size that is not whole floats.
   virtual absl::StatusOr<std::shared_ptr<const DeviceData>> SumFloat32(
       int device, absl::Span<const void* const> inputs, size_t bytes) = 0;
 };
@@ -54,10 +67,14 @@ class BackendDeviceReduce : public DeviceReduce {
 
   absl::Status Prepare(int device) override { return DeviceFor(device).status(); }
 
-  absl::StatusOr<std::shared_ptr<const DeviceData>> SumFloat32(
-      int device, absl::Span<const void* const> inputs, size_t bytes) override;
+  absl::StatusOr<std::shared_ptr<const DeviceData>> SumFloat32(int device,
+                                                               absl::Span<const void* const> inputs,
+                                                               size_t bytes) override;
 
-  struct Device;  // internal: a device's backend and the mutex that serialises its calls
+  // The counts of device `device`'s pool of sums (all zero before its first use).
+  DeviceBufferPool::Counts PoolCounts(int device);
+
+  struct Device;  // internal: a device's backend, its pool, and the mutex that serialises them
 
  private:
   absl::StatusOr<std::shared_ptr<Device>> DeviceFor(int device);

@@ -5,7 +5,7 @@
 // memory", shared by the fakes made on it). Every kernel and copy checks that its backend-side
 // pointers lie in those blocks, as a GPU would fault on host memory: a caller that hands it host
 // memory gets kInternal naming the call. It counts the bytes copied each way, so tests can show
-// what crosses to the host.
+// what crosses to the host, and the blocks allocated.
 //
 // Thread-safety: as CompressionBackend (one owner); FakeDeviceCopies is thread-safe.
 #ifndef GRAVAC_TESTS_DAEMON_ENGINE_FAKE_DEVICE_BACKEND_H_
@@ -38,6 +38,7 @@ namespace gravac::daemon::testing {
 struct FakeDeviceMemory {
   std::atomic<int64_t> to_host{0};
   std::atomic<int64_t> from_host{0};
+  std::atomic<int64_t> allocations{0};  // blocks made by Allocate
   std::mutex mu;
   std::map<const uint8_t*, size_t> blocks;  // live blocks by base address, guarded by mu
 
@@ -64,6 +65,7 @@ class FakeDeviceBackend : public kernels::CompressionBackend {
 
   absl::StatusOr<std::unique_ptr<kernels::BackendMemory>> Allocate(size_t bytes) override {
     auto block = std::make_unique<Block>(memory_, bytes);
+    ++memory_->allocations;
     std::lock_guard<std::mutex> lock(memory_->mu);
     memory_->blocks[block->base()] = bytes;
     return block;

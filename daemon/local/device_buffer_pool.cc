@@ -1,0 +1,58 @@
+#include "daemon/local/device_buffer_pool.h"
+
+#include <algorithm>
+#include <iterator>
+#include <utility>
+
+#include "core/status.h"
+
+namespace gravac::daemon {
+
+absl::StatusOr<std::unique_ptr<kernels::BackendMemory>> DeviceBufferPool::Take(
+    size_t bytes, kernels::CompressionBackend& backend) {
+  if (auto it = by_size_.find(bytes); it != by_size_.end()) {
+    const ByAge::iterator newest = it->second.back();
+    it->second.pop_back();
+    if (it->second.empty()) by_size_.erase(it);
+    std::unique_ptr<kernels::BackendMemory> block = std::move(*newest);
+    by_age_.erase(newest);
+    counts_.free_bytes -= bytes;
+    counts_.held_bytes += bytes;
+    ++counts_.reuses;
+    return block;
+  }
+  // held + new + free <= the high-water mark after this Take.
+  const size_t held = counts_.held_bytes + bytes;
+  const size_t high_water = std::max(counts_.high_water_bytes, held);
+  TrimTo(high_water - held);
+  ASSIGN_OR_RETURN(std::unique_ptr<kernels::BackendMemory> block, backend.Allocate(bytes));
+  counts_.held_bytes = held;
+  counts_.high_water_bytes = high_water;
+  ++counts_.allocations;
+  return block;
+}
+
+void DeviceBufferPool::Return(std::unique_ptr<kernels::BackendMemory> block) {
+  if (block == nullptr) return;
+  const size_t bytes = block->bytes();
+  counts_.held_bytes -= std::min(counts_.held_bytes, bytes);
+  by_age_.push_back(std::move(block));
+  by_size_[bytes].push_back(std::prev(by_age_.end()));
+  counts_.free_bytes += bytes;
+  // A no-op for blocks this pool handed out (held + free is unchanged); keeps the bound for any
+  // other.
+  TrimTo(counts_.high_water_bytes - std::min(counts_.high_water_bytes, counts_.held_bytes));
+}
+
+void DeviceBufferPool::TrimTo(size_t limit) {
+  while (counts_.free_bytes > limit && !by_age_.empty()) {
+    const size_t bytes = by_age_.front()->bytes();
+    auto it = by_size_.find(bytes);
+    it->second.erase(it->second.begin());  // the oldest of its size
+    if (it->second.empty()) by_size_.erase(it);
+    by_age_.pop_front();  // freed by the backend's memory
+    counts_.free_bytes -= bytes;
+  }
+}
+
+}  // namespace gravac::daemon
