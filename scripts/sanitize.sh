@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs unit tests under sanitizers, each kind in a build directory of its own (clang):
 #   build-asan/  ASan + UBSan (UB fatal): the units that parse untrusted input or move memory
-#   build-tsan/  TSan: the concurrent parts (engine, local reduce / worker server, transports,
-#                thread pool)
+#   build-tsan/  TSan: the concurrent parts (engine, local reduce / worker server, the device
+#                reduce's buffer pool, transports, thread pool)
 #   scripts/sanitize.sh [asan|tsan|all (default)]
 #   GRAVAC_ASAN_TESTS / GRAVAC_TSAN_TESTS: space-separated test targets instead of the defaults;
 #   GRAVAC_JOBS=N: build parallelism.
@@ -18,11 +18,12 @@ export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
 asan_tests=(${GRAVAC_ASAN_TESTS:-core_ipc_test core_settings_test core_thread_pool_test
   core_background_call_test kernels_wire_format_test kernels_cpu_scatter_add_test
   kernels_cpu_topk_test kernels_cpu_randomk_test kernels_multilevel_test
-  kernels_ef_conservation_test daemon_local_test engine_test engine_negotiation_test
-  engine_compress_test collectives_reduce_test transport_loopback_test client_test
-  controller_coordinator_test})
+  kernels_ef_conservation_test daemon_local_test daemon_device_reduce_test engine_test
+  engine_negotiation_test engine_compress_test collectives_reduce_test transport_loopback_test
+  client_test controller_coordinator_test})
 tsan_tests=(${GRAVAC_TSAN_TESTS:-core_mutex_test core_thread_pool_test core_background_call_test
-  daemon_local_test engine_test transport_loopback_test collectives_reduce_test})
+  daemon_local_test daemon_device_reduce_test engine_test transport_loopback_test
+  collectives_reduce_test})
 
 # run_kind DIR SANITIZE TESTS...: configure, build the test targets, run them with CTest.
 run_kind() {
