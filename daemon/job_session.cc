@@ -8,6 +8,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_format.h"
 #include "core/absl_compat.h"
+#include "core/memory_type.h"
 #include "core/status.h"
 #include "daemon/collectives/communicator.h"
 #include "daemon/collectives/device_collectives_backends.h"
@@ -92,11 +93,13 @@ absl::Status JobSession::RunSteps(bool* serving) {
   // engine, is stopped before the engine goes (stop_server below).
   std::unique_ptr<transport::Transport> transport;
   std::unique_ptr<ControllerClient> client;
-  std::unique_ptr<Engine> engine;
-  // The job's collectives for the engine's device path (issue 18 item 3), made over the
-  // communicator the engine owns and gone before it (declared after it). The engine takes them
-  // next; until then they are made (agreed, NCCL bootstrapped) and held for the job, unused.
+  // The job's collectives for the engine's device step (executor.h), made over the communicator
+  // the engine owns (which the host ones borrow; the nccl ones use it only to bootstrap). The
+  // engine borrows nccl ones, so it goes first (declared after them); the host ones it is not
+  // given (its groups then run over the Communicator itself, as before), and their destructor
+  // does not touch the communicator.
   std::unique_ptr<collectives::DeviceCollectives> device_collectives;
+  std::unique_ptr<Engine> engine;
   WorkerServer* const server = server_.get();
   GRAVAC_LOG(*log_, kInfo, "%s: waiting for the local workers", Where());
 
@@ -222,7 +225,12 @@ absl::Status JobSession::RunSteps(bool* serving) {
                      .step_log_path = options_.step_log,
                      .timeline_path = options_.timeline_filename,
                      .log = log_,
-                     .metrics = metrics_},
+                     .metrics = metrics_,
+                     // Device memory only (nccl): the host choice keeps the Communicator path.
+                     .device_collectives = device_collectives->memory_type() == MemoryType::kDevice
+                                               ? device_collectives.get()
+                                               : nullptr,
+                     .device_timeout = options_.op_timeout},
                     *std::move(comm), client.get(), client.get());
   if (!engine_or.ok()) return Context(engine_or.status(), StrCat(Where(), ": starting the engine"));
   engine = *std::move(engine_or);

@@ -12,8 +12,9 @@
 //   3. ControllerClient::Join (naming the job), which returns every node's layout and address;
 //   4. Communicator::Connect over those addresses; the job's DeviceCollectives, agreed with the
 //      other nodes over it (device_collectives_choice.h: --device_collectives, NCCL built, and
-//      `device_intake`, whether this gravacd takes its workers' device tensors), which the engine
-//      takes next (issue 18 item 3: it does not use them yet); ControllerClient::Start,
+//      `device_intake`, whether this gravacd takes its workers' device tensors); nccl ones go to
+//      the engine, whose device step runs over them (EngineOptions::device_collectives, executor.h),
+//      host ones it is not given (it runs over the Communicator itself); ControllerClient::Start,
 //      Engine::Start;
 //   5. WorkerServer::Serve(Engine::Enqueue, Engine::FailLocal), then WaitForShutdown (every local
 //      worker called gravac_shutdown or disconnected);

@@ -10,11 +10,10 @@
 //    backend, memory of device() for the CUDA one); Allocate gives such memory. Passing other
 //    memory is a caller bug (the CUDA kernels would fault).
 //  - Element counts are 0 <= n <= 2^31 - 1 (int32 indices), else kInvalidArgument.
-//  - Zero, Compensate, UpdateResidual and ScatterAdd may run asynchronously (the CUDA backend
-//  queues
-//    them on its stream); TopK, SumSquares, CopyToHost and Synchronize wait for the work queued
-//    before them and report errors it latched (out-of-range indices, non-finite input), naming
-//    the first bad position.
+//  - Zero, CopyWithin, Compensate, UpdateResidual, ScatterAdd and DivideAll may run
+//    asynchronously (the CUDA backend queues them on its stream); TopK, SumSquares, CopyToHost and
+//    Synchronize wait for the work queued before them and report errors it latched (out-of-range
+//    indices, non-finite input), naming the first bad position.
 //  - Non-finite input to TopK is kInvalidArgument naming the first bad index.
 //
 // Thread-safety: a backend is not thread-safe (one owner, e.g. the engine thread; the CUDA
@@ -85,6 +84,9 @@ class CompressionBackend {
   // out[indices[j]] += scale * values[j], j < k (decompression of a sparse message).
   virtual absl::Status ScatterAdd(const int32_t* indices, const float* values, int64_t k,
                                   float scale, float* out, int64_t n) = 0;
+  // x[i] = x[i] / divisor, rounded to nearest, for i < n: the division of an average, bit for bit
+  // kernels::cpu::DivideAll (kernels/cpu/scatter_add.h). Queued like Compensate.
+  virtual absl::Status DivideAll(float* x, int64_t n, float divisor) = 0;
   // Σ x[i]² accumulated in double in a fixed order (kernels/cpu/sum_squares.h), where x lives:
   // the norms the policy reports, without copying the tensor to the host.
   virtual absl::StatusOr<double> SumSquares(const float* x, int64_t n) = 0;

@@ -194,6 +194,30 @@ absl::Status BackendCompression::CopyP(const std::string& name, void* out, size_
   return t->backend->CopyToHost(out, t->step->p(), bytes);
 }
 
+kernels::CompressionBackend* BackendCompression::DeviceBackend(int device) {
+  if (device < 0) return nullptr;
+  absl::StatusOr<CompressionBackend*> b = BackendFor(MemoryType::kDevice, device);
+  if (!b.ok() || (*b)->memory_type() != MemoryType::kDevice) return nullptr;
+  return *b;
+}
+
+absl::StatusOr<kernels::CompressionBackend*> BackendCompression::TensorBackend(
+    const std::string& name) {
+  ASSIGN_OR_RETURN(Tensor * t, Find(name));
+  return t->backend;
+}
+
+absl::StatusOr<const float*> BackendCompression::P(const std::string& name) {
+  ASSIGN_OR_RETURN(Tensor * t, Find(name));
+  return t->step->p();
+}
+
+absl::StatusOr<kernels::TopKStep::Message> BackendCompression::Message(const std::string& name,
+                                                                       Level level) {
+  ASSIGN_OR_RETURN(Tensor * t, Find(name));
+  return level == Level::kMin ? t->step->at_min() : t->step->at_candidate();
+}
+
 std::vector<float> BackendCompression::Residual(const std::string& name) const {
   auto it = tensors_.find(name);
   if (it == tensors_.end() || it->second.step == nullptr) return {};

@@ -108,6 +108,16 @@ class BackendCompression {
   // p of the last Compensate into `bytes` (n floats) of host memory at `out`: a dense step's send.
   absl::Status CopyP(const std::string& name, void* out, size_t bytes);
 
+  // For the engine's device step (executor_device.cc), which moves the messages between device
+  // buffers without a host copy. The backend of CUDA device `device` (>= 0), made on first use as
+  // for its tensors; nullptr when that device has none (its tensors use the CPU backend).
+  kernels::CompressionBackend* DeviceBackend(int device);
+  // The backend holding the tensor's state, p of its last Compensate and a level's selected
+  // message, all in that backend's memory. kFailedPrecondition naming the tensor without state.
+  absl::StatusOr<kernels::CompressionBackend*> TensorBackend(const std::string& name);
+  absl::StatusOr<const float*> P(const std::string& name);
+  absl::StatusOr<kernels::TopKStep::Message> Message(const std::string& name, Level level);
+
   // A copy of the tensor's residual; empty when none (tests).
   std::vector<float> Residual(const std::string& name) const;
   // The backend holding the tensor's residual ("cpu", "cuda"); "" when none.

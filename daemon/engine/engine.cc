@@ -562,7 +562,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(
                                  .step_log_path = options.step_log_path,
                                  .log = options.log,
                                  .metrics = options.metrics,
-                                 .value_type = compressor_options.value_type};
+                                 .value_type = compressor_options.value_type,
+                                 .device_collectives = options.device_collectives,
+                                 .device_timeout = options.device_timeout};
   auto timeline = std::make_unique<internal::Timeline>();
   exec.timeline = timeline.get();
   if (!options.timeline_path.empty() && options.node_rank == 0) {

@@ -43,6 +43,7 @@
 #include "core/clock.h"
 #include "core/logging.h"
 #include "daemon/collectives/communicator.h"
+#include "daemon/collectives/device_collectives.h"
 #include "daemon/engine/types.h"
 
 namespace gravac::daemon {
@@ -71,6 +72,12 @@ struct EngineOptions {
   // The time stall_warning, mismatch_timeout and moved_on_grace are measured on (core/clock.h);
   // nullptr = the real clock. Must outlive the engine.
   const Clock* clock = nullptr;
+  // The job's collectives in device memory (gravacd passes its nccl ones; null: none): the
+  // cross-node step of the groups they can carry runs over them, their data kept in device memory
+  // (executor.h, "Device step"); every other group runs over the Communicator. Not owned; must
+  // outlive the engine. device_timeout bounds their waits.
+  collectives::DeviceCollectives* device_collectives = nullptr;
+  absl::Duration device_timeout = absl::Seconds(30);
 };
 
 namespace internal {

@@ -294,11 +294,13 @@ absl::Status Executor::RunOnSet(const Group& group, std::vector<WorkItem>& items
   absl::Status status;
   switch (group.mode) {
     case GroupMode::kDenseAllreduce:
-      status = RunDense(group, items, results);
+      status = RunsOnDevice(group, items) ? RunDenseOnDevice(group, items, results)
+                                          : RunDense(group, items, results);
       LogGroup(group, items, 1.0, "dense_allreduce");
       return status;
     case GroupMode::kSparseAllreduce:
-      status = RunSparse(group, items, results);
+      status = RunsOnDevice(group, items) ? RunSparseOnDevice(group, items, results)
+                                          : RunSparse(group, items, results);
       LogGroup(group, items, group.theta, "sparse_allgather");
       return status;
     case GroupMode::kAllgather:
@@ -390,7 +392,13 @@ absl::Status Executor::PrepareSent(const WorkItem& item, double theta, SparseMem
   m->sent = nullptr;
   m->sent_level = Level::kMin;
   m->pending = PendingLevel::kNone;
+  m->sent_on_device = false;
   RETURN_IF_ERROR(CompensateP(item, c));
+  return SelectSent(item, theta, m);
+}
+
+absl::Status Executor::SelectSent(const WorkItem& item, double theta, SparseMember* m) {
+  Compensated* c = &m->c;
   const double theta_min = options_.job.theta_min, theta_c = item.ready.decision.theta_candidate;
   const bool multi_level = theta_c >= theta_min && theta_min >= 1.0;
   // Only the level that is sent is computed before the send; the other one (and both norms) is

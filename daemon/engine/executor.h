@@ -1,6 +1,7 @@
-// Executor: runs one planned group (fusion_plan.h) over the Communicator: dense ring allreduce,
-// compressed exchange with error feedback (sparse allgather of each node's compressed tensors),
-// allgather and broadcast. The residuals live in a ResidualStore, the per-step statistics in a
+// Executor: runs one planned group (fusion_plan.h) over the Communicator (or the job's device
+// collectives, "Device step" below): dense ring allreduce, compressed exchange with error
+// feedback (sparse allgather of each node's compressed tensors), allgather and broadcast. The
+// residuals live in a ResidualStore, the per-step statistics in a
 // StepStatsAccumulator (step_stats.h, which also says what they count), and each group's line goes
 // to the StepLog (step_log.h).
 //
@@ -29,7 +30,7 @@
 //    step), for the wire. A node's sum that the local side left in device memory
 //    (NodeTensor::device_data) is compensated there in place; every other path (the CPU
 //    backend, the CPU compressor path, a dense step's fallback) copies it to `data` first
-//    (HostData). The exchanges and the results are in host memory.
+//    (HostData). The exchanges and the results are in host memory (but see "Device step").
 //  - every other compressor (randomk, dgc, redsync, fp16, bf16, topk with fp16 / bf16 values):
 //    the CPU compressor with a kernels::cpu::ErrorFeedback per tensor (ResidualStore), host
 //    memory only: the backends implement exact top-k with fp32 values and nothing else.
@@ -41,6 +42,39 @@
 // the tensor's own input buffer, which is then handed back as the result (an average divides it
 // with the vectorised kernels::cpu::DivideAll).
 //
+// Device step (executor_device.cc; issue 18 item 3). When the job's collectives are in device
+// memory (ExecutorOptions::device_collectives: gravacd's nccl ones), a dense or sparse group runs
+// over them instead of the Communicator, its data in device memory of the collectives' CUDA
+// device, on that device's compression backend (BackendCompression's, or the Executor's own when
+// the job has no backend path):
+//  - dense: each member's p (or g) packed into one device buffer (CopyWithin from the backend's
+//    p or the node's device sum; through host memory only for what lies elsewhere: the CPU
+//    compressor path's p, another device, a host sum), AllreduceSum, Wait, an average divided
+//    there (CompressionBackend::DivideAll, kernels::cpu::DivideAll's bits), then one copy of each
+//    result to the host;
+//  - sparse (topk with fp32 values): the sent level selected on the device and left there; the
+//    node's block in device memory (one int64 header per member, k >= 0 or -1 - L for an error
+//    of L bytes, then per member k int32 indices and k fp32 values, or the error padded to 8);
+//    AgreeSizes, Allgatherv, the residual commit, candidate level and norms (FinishSent) while
+//    the gather runs, Wait; every node's headers copied to the host (one copy per node), each
+//    member's sum built on the device (Zero, ScatterAdd of every node's message in node order,
+//    DivideAll for an average) and copied to the host once. Errors reach every node in the error
+//    blocks and read as on the host path (own block first on node ranks 0 and 1, then node order);
+//    a block that does not parse fails its tensors ("truncated or malformed device exchange
+//    block"). The sums are bit for bit the host path's: node order is the host path's order (its
+//    own-block-first rule only swaps the first two additions into a zero sum, which commute
+//    exactly), given collectives whose allreduce sums as the Communicator's ring does (the host
+//    ones do; NCCL's order is its own).
+// Which groups: decided from what every node agrees on (the specs and the job's compressor), so
+// every node takes the same path: dense and sparse fp32 allreduce groups of device tensors
+// (spec.memory kDevice) outside process sets, sparse ones only on the backend path. Every other
+// group (a process set's, a group with a host tensor, another type or compressor, allgather,
+// broadcast) runs on the host path, said once per reason in the log. Where a node's data lies
+// only decides how it is staged. bytes_sent and the metrics count the device blocks by the rules
+// below; a failure of the collectives is returned (fatal for the engine), as the Communicator's.
+// The backend's queued copies are synchronised before each collective starts (the collectives
+// run on a stream of their own), and the results are read only after Wait.
+//
 // bytes_sent counts this node's data-plane payload (ring allreduce: 2(P−1)/P of the buffer; ring
 // allgather: every block but the right neighbour's).
 //
@@ -51,15 +85,18 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "core/background_call.h"
 #include "core/logging.h"
 #include "daemon/collectives/communicator.h"
+#include "daemon/collectives/device_collectives.h"
 #include "daemon/daemon_metrics.h"
 #include "daemon/engine/backend_compression.h"
 #include "daemon/engine/fusion_plan.h"
@@ -69,6 +106,7 @@
 #include "daemon/engine/step_stats.h"
 #include "daemon/engine/timeline.h"
 #include "daemon/engine/types.h"
+#include "kernels/backend.h"
 #include "kernels/compressor.h"
 #include "kernels/cpu/error_feedback.h"
 #include "kernels/multilevel.h"
@@ -97,6 +135,13 @@ struct ExecutorOptions {
   // Makes the CUDA devices' compression backends; null: kernels::MakeCompressionBackend (tests
   // pass fakes).
   DeviceBackendFactory device_backends = nullptr;
+  // The job's collectives in device memory (daemon/collectives/device_collectives.h: gravacd's
+  // nccl ones) for the device step (executor_device.cc). Null, or collectives whose
+  // memory_type() is kHost: every group runs over the Communicator, as before. Not owned; must
+  // outlive the Executor.
+  collectives::DeviceCollectives* device_collectives = nullptr;
+  // Bound of the device collectives' AgreeSizes and Wait.
+  absl::Duration device_timeout = absl::Seconds(30);
 };
 
 class Executor {
@@ -194,12 +239,47 @@ class Executor {
     const kernels::Compressed* sent = nullptr;
     Level sent_level = Level::kMin;  // where the sent message lies on the backend path
     PendingLevel pending = PendingLevel::kNone;
+    // The device step: the sent message is `sent_level`'s on the backend, in device memory (no
+    // host copy; `sent` then only stands for it in Commit, which reads the backend's).
+    bool sent_on_device = false;
     absl::Status status;
   };
   // p = g + e and the level the group sends at `theta` (with the levels that must precede it).
   absl::Status PrepareSent(const WorkItem& item, double theta, SparseMember* m);
+  // PrepareSent after the compensation: the levels and the sent message (host copies).
+  absl::Status SelectSent(const WorkItem& item, double theta, SparseMember* m);
   // Commits the sent message to the residual, computes the remaining level and the norms.
   absl::Status FinishSent(const WorkItem& item, SparseMember* m);
+
+  // The device step (executor_device.cc): the group's exchange over options_.device_collectives,
+  // the data in device memory of the collectives' device. RunsOnDevice decides from what every
+  // node agrees on (the specs, the job's compressor), so all nodes take the same path; a group
+  // it cannot carry runs on the host path (said once per reason in the log).
+  bool RunsOnDevice(const Group& group, const std::vector<WorkItem>& items);
+  absl::Status RunDenseOnDevice(const Group& group, std::vector<WorkItem>& items,
+                                std::vector<TensorResult>* results);
+  absl::Status RunSparseOnDevice(const Group& group, std::vector<WorkItem>& items,
+                                 std::vector<TensorResult>* results);
+  // PrepareSent, the sent level left on the device backend when the tensor's state is on the
+  // device step's backend; otherwise PrepareSent's host copies.
+  absl::Status PrepareSentOnDevice(const WorkItem& item, double theta, SparseMember* m);
+  // The compression backend of the collectives' device (BackendCompression's when there is
+  // one, else one of the Executor's own); kFailedPrecondition when that device has none.
+  absl::StatusOr<kernels::CompressionBackend*> DeviceStepBackend();
+  // `slot` grown to at least `bytes` of `dev`'s memory; its data.
+  absl::StatusOr<uint8_t*> DeviceScratch(kernels::CompressionBackend* dev,
+                                         std::unique_ptr<kernels::BackendMemory>* slot,
+                                         size_t bytes);
+  // g (StageG) or p (StageP) of `item` into `dst`, Bytes(item) bytes of `dev`'s memory: copied
+  // within the device when it lies there, else through host memory.
+  absl::Status StageG(const WorkItem& item, kernels::CompressionBackend* dev, uint8_t* dst);
+  absl::Status StageP(const WorkItem& item, const Compensated& c, kernels::CompressionBackend* dev,
+                      uint8_t* dst);
+  // Host bytes to `dst` in `dev`'s memory.
+  absl::Status StageHost(kernels::CompressionBackend* dev, uint8_t* dst, const void* host,
+                         size_t bytes);
+  void SayHostPath(const std::string& why);
+
   StepStats* StatsFor(const WorkItem& item);
   void AddNorms(const WorkItem& item, const Compensated& c);
   void LogGroup(const Group& group, const std::vector<WorkItem>& items, double theta,
@@ -232,6 +312,12 @@ class Executor {
   // Sparse payloads at least this large run their allgather on exchange_ while this thread
   // finishes the members; smaller ones run inline (a thread handoff would cost more than it hides).
   static constexpr size_t kOverlapMinBytes = 64 << 10;
+  // The device step's: its backend when the Executor owns it (no BackendCompression), its
+  // buffers in that device's memory (grown, kept between steps), host scratch, the reasons said.
+  std::unique_ptr<kernels::CompressionBackend> own_device_backend_;
+  std::unique_ptr<kernels::BackendMemory> device_buffer_, device_send_, device_recv_;
+  std::vector<int64_t> device_headers_;
+  std::set<std::string> said_host_path_;
   BackgroundCall exchange_;  // last member: joined before the buffers above are destroyed
 };
 

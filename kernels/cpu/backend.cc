@@ -110,6 +110,12 @@ class CpuBackend : public CompressionBackend {
                            absl::MakeSpan(out, n));
   }
 
+  absl::Status DivideAll(float* x, int64_t n, float divisor) override {
+    if (absl::Status s = CheckCount("DivideAll", "n", n); !s.ok()) return s;
+    cpu::DivideAll(absl::MakeSpan(x, n), divisor);
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<double> SumSquares(const float* x, int64_t n) override {
     if (absl::Status s = CheckCount("SumSquares", "n", n); !s.ok()) return s;
     return cpu::SumSquares(absl::MakeConstSpan(x, n));

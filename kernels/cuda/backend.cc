@@ -131,6 +131,11 @@ class CudaBackend : public CompressionBackend {
     RETURN_IF_ERROR(on.status());
     return cuda::ScatterAdd(indices, values, k, scale, ws_.get(), out, n, stream_);
   }
+  absl::Status DivideAll(float* x, int64_t n, float divisor) override {
+    DeviceGuard on(device_);
+    RETURN_IF_ERROR(on.status());
+    return cuda::DivideAll(x, n, divisor, ws_.get(), stream_);
+  }
   absl::StatusOr<double> SumSquares(const float* x, int64_t n) override {
     DeviceGuard on(device_);
     RETURN_IF_ERROR(on.status());

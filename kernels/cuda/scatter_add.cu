@@ -25,6 +25,13 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+__global__ void __launch_bounds__(kThreads) DivideAllKernel(float* x, long long n, float divisor) {
+  const long long stride = static_cast<long long>(gridDim.x) * kThreads;
+  for (long long i = blockIdx.x * kThreads + threadIdx.x; i < n; i += stride) {
+    x[i] = __fdiv_rn(x[i], divisor);
+  }
+}
+
 }  // namespace
 
 absl::Status ScatterAdd(const int32_t* indices, const float* values, int64_t k, float scale,
@@ -42,6 +49,22 @@ absl::Status ScatterAdd(const int32_t* indices, const float* values, int64_t k, 
   int blocks = internal::StreamingBlocks(k, kThreads, ws->resident_blocks());
   ScatterAddKernel<<<blocks, kThreads, 0, stream>>>(indices, values, k, scale, out, n,
                                                     &ws->state()->scatter_bad_index);
+  GRAVAC_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  return absl::OkStatus();
+}
+
+absl::Status DivideAll(float* x, int64_t n, float divisor, Workspace* ws, cudaStream_t stream) {
+  if (n < 0 || n > kMaxElements) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("DivideAll: n = %d must be in [0, %d]", n, kMaxElements));
+  }
+  if (ws == nullptr) return absl::InvalidArgumentError("DivideAll: null workspace");
+  if (n == 0) return absl::OkStatus();
+  if (x == nullptr) {
+    return absl::InvalidArgumentError(absl::StrFormat("DivideAll: null x, n = %d", n));
+  }
+  const int blocks = internal::StreamingBlocks(n, kThreads, ws->resident_blocks());
+  DivideAllKernel<<<blocks, kThreads, 0, stream>>>(x, n, divisor);
   GRAVAC_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return absl::OkStatus();
 }

@@ -173,6 +173,20 @@ TEST(CompressionBackendTest, CompensateWithNormIsCompensateAndL2Norm) {
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
+// DivideAll (the division of an average on a backend) is an element-wise fp32 division,
+// kernels::cpu::DivideAll's bits (the CUDA twin is checked in backend_twin_test.cc).
+TEST(CompressionBackendTest, DivideAllIsTheFp32DivisionOfEachElement) {
+  std::unique_ptr<CompressionBackend> backend = cpu::MakeCpuBackend(nullptr);
+  for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{1001}}) {
+    std::vector<float> x = Gradient(n, 13), want = x;
+    for (float& v : want) v = v / 3.0f;
+    ASSERT_THAT(backend->DivideAll(x.data(), n, 3.0f), IsOk());
+    EXPECT_EQ(x, want) << n;
+  }
+  float x = 1.0f;
+  EXPECT_THAT(backend->DivideAll(&x, -1, 2.0f), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
 TEST(CompressionBackendTest, NonFiniteGradientIsRefusedAndTheResidualKept) {
   constexpr int64_t n = 1000;
   std::unique_ptr<CompressionBackend> backend = cpu::MakeCpuBackend(nullptr);

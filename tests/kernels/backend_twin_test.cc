@@ -145,6 +145,27 @@ TEST_F(BackendTwinTest, ScatterAddIsTheSameBitForBit) {
   EXPECT_THAT(device_->Synchronize(), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
+// The division of an average on the device (the engine's device step, executor_device.cc):
+// __fdiv_rn, the same bits as kernels::cpu::DivideAll, subnormals, signed zeros and infinities
+// included, for the divisors of small and odd world sizes.
+TEST_F(BackendTwinTest, DivideAllIsTheSameBitForBit) {
+  const int64_t n = 300007;
+  std::vector<float> base = Gradient(n, 12);
+  base[5] = std::numeric_limits<float>::denorm_min();
+  base[6] = -std::numeric_limits<float>::infinity();
+  base[7] = std::numeric_limits<float>::max();
+  base[8] = 1e-38f;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<BackendMemory> d, device_->Allocate(n * 4));
+  for (const float divisor : {2.0f, 3.0f, 7.0f, 24.0f, 1000.0f}) {
+    std::vector<float> x = base;
+    ASSERT_THAT(device_->CopyFromHost(d->data(), x.data(), n * 4), IsOk());
+    ASSERT_THAT(device_->DivideAll(d->floats(), n, divisor), IsOk());
+    ASSERT_THAT(host_->DivideAll(x.data(), n, divisor), IsOk());
+    std::vector<float> got = Read(*device_, d->floats(), n);
+    EXPECT_EQ(std::memcmp(got.data(), x.data(), n * 4), 0) << "divisor " << divisor;
+  }
+}
+
 TEST_F(BackendTwinTest, NonFiniteDeviceGradientIsRefusedNamingTheIndex) {
   const int64_t n = 50000;
   ASSERT_OK_AND_ASSIGN(TopKStep step, TopKStep::Create(device_.get(), n));

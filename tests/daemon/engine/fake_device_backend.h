@@ -121,6 +121,10 @@ class FakeDeviceBackend : public kernels::CompressionBackend {
     if (absl::Status s = Check("ScatterAdd", out, Floats(n)); !s.ok()) return s;
     return cpu_->ScatterAdd(indices, values, k, scale, out, n);
   }
+  absl::Status DivideAll(float* x, int64_t n, float divisor) override {
+    if (absl::Status s = Check("DivideAll", x, Floats(n)); !s.ok()) return s;
+    return cpu_->DivideAll(x, n, divisor);
+  }
   absl::StatusOr<double> SumSquares(const float* x, int64_t n) override {
     if (absl::Status s = Check("SumSquares", x, Floats(n)); !s.ok()) return s;
     return cpu_->SumSquares(x, n);
