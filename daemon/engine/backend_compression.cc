@@ -126,9 +126,19 @@ absl::StatusOr<bool> BackendCompression::CompensateFromDevice(const TensorSpec& 
   if (backend->memory_type() == MemoryType::kHost) return false;
   ASSIGN_OR_RETURN(Tensor * t, StateFor(spec, n, backend));
   const auto* floats = static_cast<const float*>(g.data());
-  RETURN_IF_ERROR(t->step->Compensate(floats));
-  ASSIGN_OR_RETURN(const double sum_squares, backend->SumSquares(floats, n));
-  *grad_norm = std::sqrt(sum_squares);
+  absl::StatusOr<double> sum_squares = 0.0;
+  if (absl::Status s = t->step->Compensate(floats); !s.ok()) {
+    sum_squares = s;
+  } else {
+    sum_squares = backend->SumSquares(floats, n);
+  }
+  if (!sum_squares.ok()) {
+    // g is the local side's pooled buffer (device_data.h), reused once the caller releases it:
+    // no kernel queued above may still read it then. (SumSquares synchronises when it works.)
+    backend->Synchronize().IgnoreError();
+    return sum_squares.status();
+  }
+  *grad_norm = std::sqrt(*sum_squares);
   return true;
 }
 

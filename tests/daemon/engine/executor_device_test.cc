@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/testing/status_matchers.h"
+#include "daemon/engine/backend_compression.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/compressed.h"
@@ -135,6 +136,30 @@ TEST(ExecutorDeviceTest, NonFiniteGradientFailsAsOnTheCpuCompressorPath) {
   }
   const auto next = on_device.Run(2, 10, 40, Tensors(rng, 2, MemoryType::kDevice));
   for (int n = 0; n < 2; ++n) EXPECT_THAT(next[n][1].status, IsOk());
+}
+
+// The local side reuses a device sum's buffer once the engine releases it (device_data.h), so when
+// the compensation of a device sum fails after its kernel was queued (here: its norm), the
+// backend is synchronised before the error returns; the next step of the tensor works.
+TEST(ExecutorDeviceTest, AFailedCompensationOfADeviceSumSynchronisesBeforeItReturns) {
+  auto memory = std::make_shared<FakeDeviceMemory>();
+  internal::BackendCompression compression(nullptr, FakeDeviceBackends(memory));
+  TensorSpec spec;
+  spec.name = "fc";
+  spec.shape = {1000};
+  spec.compress = true;
+  spec.memory = MemoryType::kDevice;
+  std::mt19937 rng(8);
+  const std::vector<float> g = Gradient(rng, 1000);
+  const auto sum = FakeDeviceData::Make(0, memory, g);
+  double norm = 0.0;
+  memory->fail_sum_squares = 1;
+  EXPECT_THAT(compression.CompensateFromDevice(spec, *sum, &norm),
+              StatusIs(absl::StatusCode::kInternal, ::testing::HasSubstr("SumSquares failed")));
+  EXPECT_GE(memory->synchronized_after_failure, 1);
+  ASSERT_OK_AND_ASSIGN(const bool in_place, compression.CompensateFromDevice(spec, *sum, &norm));
+  EXPECT_TRUE(in_place);
+  EXPECT_GT(norm, 0.0);
 }
 
 }  // namespace

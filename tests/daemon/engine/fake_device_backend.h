@@ -39,6 +39,10 @@ struct FakeDeviceMemory {
   std::atomic<int64_t> to_host{0};
   std::atomic<int64_t> from_host{0};
   std::atomic<int64_t> allocations{0};  // blocks made by Allocate
+  // Failure injection: the next this-many SumSquares calls fail (kInternal) without running, and
+  // the Synchronize calls made after such a failure are counted.
+  std::atomic<int> fail_sum_squares{0};
+  std::atomic<int64_t> synchronized_after_failure{0};
   std::mutex mu;
   std::map<const uint8_t*, size_t> blocks;  // live blocks by base address, guarded by mu
 
@@ -127,9 +131,18 @@ class FakeDeviceBackend : public kernels::CompressionBackend {
   }
   absl::StatusOr<double> SumSquares(const float* x, int64_t n) override {
     if (absl::Status s = Check("SumSquares", x, Floats(n)); !s.ok()) return s;
+    if (memory_->fail_sum_squares > 0) {
+      --memory_->fail_sum_squares;
+      failed_ = true;
+      return absl::InternalError(
+          absl::StrFormat("fake CUDA device %d: SumSquares failed (injected)", device_));
+    }
     return cpu_->SumSquares(x, n);
   }
-  absl::Status Synchronize() override { return cpu_->Synchronize(); }
+  absl::Status Synchronize() override {
+    if (failed_) ++memory_->synchronized_after_failure;
+    return cpu_->Synchronize();
+  }
 
  private:
   class Block : public kernels::BackendMemory {
@@ -161,6 +174,7 @@ class FakeDeviceBackend : public kernels::CompressionBackend {
   int device_;
   std::shared_ptr<FakeDeviceMemory> memory_;
   std::unique_ptr<kernels::CompressionBackend> cpu_;
+  bool failed_ = false;  // an injected failure happened on this backend
 };
 
 // A factory of FakeDeviceBackends for any device, on `memory`.
