@@ -309,4 +309,18 @@ absl::Status CudaDeviceAccess::Write(void* dst, const void* src, size_t bytes, i
   return done->Record(nullptr);
 }
 
+absl::Status CudaDeviceAccess::WriteFromDevice(void* dst, const void* src_device, size_t bytes,
+                                               int device, std::string_view done_event) {
+  std::lock_guard<std::mutex> lock(mu_);
+  GRAVAC_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  if (bytes > 0) RETURN_IF_ERROR(CopyDeviceToDevice(dst, src_device, bytes, device, nullptr));
+  if (!done_event.empty()) {
+    ASSIGN_OR_RETURN(IpcEvent * done, EventLocked(done_event, device));
+    RETURN_IF_ERROR(done->Record(nullptr));
+  }
+  // The caller reuses src_device once this returns (the engine's pool of results).
+  GRAVAC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(nullptr));
+  return absl::OkStatus();
+}
+
 }  // namespace gravac::ipc

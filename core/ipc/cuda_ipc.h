@@ -102,8 +102,9 @@ class CudaIpcOpener : public MemHandleOpener {
 
 // gravacd's DeviceAccess over the CUDA runtime: CudaIpcOpener's open and close, copies on the
 // legacy default stream of the buffer's device after a cudaStreamWaitEvent on the worker's
-// ready event, its done event recorded after the copy back. Opened events are kept by handle
-// (a worker reuses its events; at most kMaxEvents, then all are closed and opened again).
+// ready event, its done event recorded after the copy back (from host memory, or device to device
+// for WriteFromDevice, which then waits for the copy on that stream). Opened events are kept by
+// handle (a worker reuses its events; at most kMaxEvents, then all are closed and opened again).
 // Built without CUDA, Available() is false and every call fails with kFailedPrecondition.
 // Thread-safe (one mutex around the calls).
 class CudaDeviceAccess : public DeviceAccess {
@@ -117,6 +118,8 @@ class CudaDeviceAccess : public DeviceAccess {
                     std::string_view ready_event) override;
   absl::Status Write(void* dst, const void* src, size_t bytes, int device,
                      std::string_view done_event) override;
+  absl::Status WriteFromDevice(void* dst, const void* src_device, size_t bytes, int device,
+                               std::string_view done_event) override;
   absl::Status WaitReady(int device, std::string_view ready_event) override;
 
  private:

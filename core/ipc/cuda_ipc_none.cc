@@ -68,5 +68,8 @@ absl::Status CudaDeviceAccess::WaitReady(int, std::string_view) {
 absl::Status CudaDeviceAccess::Write(void*, const void*, size_t, int, std::string_view) {
   return NoCuda("writing mapped device memory");
 }
+absl::Status CudaDeviceAccess::WriteFromDevice(void*, const void*, size_t, int, std::string_view) {
+  return NoCuda("writing mapped device memory from device memory");
+}
 
 }  // namespace gravac::ipc

@@ -1,6 +1,7 @@
 // DeviceAccess: gravacd's CUDA side for the device buffers its workers hand over by CUDA IPC
 // (cuda_ipc.h): opening and closing their allocations (MemHandleOpener, through a MappingCache)
-// and the copies between a mapped buffer and host memory, ordered by the workers' IPC events.
+// and the copies between a mapped buffer and host memory (or gravacd's own device memory, for a
+// result the engine left there), ordered by the workers' IPC events.
 // CudaDeviceAccess (cuda_ipc.h) is the real one; tests use fakes, so everything of the device
 // data path but the CUDA calls runs without a GPU.
 //
@@ -35,6 +36,13 @@ class DeviceAccess : public MemHandleOpener {
   // `done_event` (empty: none) after the copy. Returns once `src` may be reused.
   virtual absl::Status Write(void* dst, const void* src, size_t bytes, int device,
                              std::string_view done_event) = 0;
+  // As Write, but `src_device` is `bytes` of gravacd's own memory of the same CUDA device `device`
+  // (a result the engine left there, TensorResult::device_data): a device-to-device copy into the
+  // mapped buffer `dst`, then `done_event` recorded after it. `src_device` must be complete (no
+  // work pending on it on another stream). Returns once the copy has finished, so that
+  // `src_device` may be reused (its pool hands it to the next result).
+  virtual absl::Status WriteFromDevice(void* dst, const void* src_device, size_t bytes, int device,
+                                       std::string_view done_event) = 0;
 };
 
 }  // namespace gravac::ipc

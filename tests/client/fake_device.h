@@ -204,15 +204,34 @@ class FakeDeviceAccess : public ipc::DeviceAccess {
   absl::Status Write(void* dst, const void* src, size_t bytes, int,
                      std::string_view done_event) override {
     MutexLock lock(&mu_);
+    ++host_writes_;
     if (!done_event.empty()) ++done_records_;
     std::memcpy(dst, src, bytes);
     return absl::OkStatus();
+  }
+  // The device-to-device write: a memcpy (the test's "device memory" is host memory), or the
+  // error FailDeviceWrites set; counted apart from Write.
+  absl::Status WriteFromDevice(void* dst, const void* src_device, size_t bytes, int,
+                               std::string_view done_event) override {
+    MutexLock lock(&mu_);
+    ++device_writes_;
+    if (!device_write_error_.ok()) return device_write_error_;
+    if (!done_event.empty()) ++done_records_;
+    std::memcpy(dst, src_device, bytes);
+    return absl::OkStatus();
+  }
+  // WriteFromDevice fails with `status` from now on (OK: works again).
+  void FailDeviceWrites(absl::Status status) {
+    MutexLock lock(&mu_);
+    device_write_error_ = std::move(status);
   }
 
   int opens() { MutexLock lock(&mu_); return opens_; }
   int closes() { MutexLock lock(&mu_); return closes_; }
   int ready_waits() { MutexLock lock(&mu_); return ready_waits_; }
   int done_records() { MutexLock lock(&mu_); return done_records_; }
+  int host_writes() { MutexLock lock(&mu_); return host_writes_; }
+  int device_writes() { MutexLock lock(&mu_); return device_writes_; }
 
  private:
   const bool available_;
@@ -223,6 +242,9 @@ class FakeDeviceAccess : public ipc::DeviceAccess {
   int closes_ ABSL_GUARDED_BY(mu_) = 0;
   int ready_waits_ ABSL_GUARDED_BY(mu_) = 0;
   int done_records_ ABSL_GUARDED_BY(mu_) = 0;
+  int host_writes_ ABSL_GUARDED_BY(mu_) = 0;
+  int device_writes_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status device_write_error_ ABSL_GUARDED_BY(mu_);
 };
 
 // gravacd's local reduce in device memory over FakeDeviceRuntime's "device memory" (host arrays):
