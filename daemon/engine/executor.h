@@ -50,21 +50,29 @@
 //  - dense: each member's p (or g) packed into one device buffer (CopyWithin from the backend's
 //    p or the node's device sum; through host memory only for what lies elsewhere: the CPU
 //    compressor path's p, another device, a host sum), AllreduceSum, Wait, an average divided
-//    there (CompressionBackend::DivideAll, kernels::cpu::DivideAll's bits), then one copy of each
-//    result to the host;
+//    there (CompressionBackend::DivideAll, kernels::cpu::DivideAll's bits);
 //  - sparse (topk with fp32 values): the sent level selected on the device and left there; the
 //    node's block in device memory (one int64 header per member, k >= 0 or -1 - L for an error
 //    of L bytes, then per member k int32 indices and k fp32 values, or the error padded to 8);
 //    AgreeSizes, Allgatherv, the residual commit, candidate level and norms (FinishSent) while
 //    the gather runs, Wait; every node's headers copied to the host (one copy per node), each
 //    member's sum built on the device (Zero, ScatterAdd of every node's message in node order,
-//    DivideAll for an average) and copied to the host once. Errors reach every node in the error
+//    DivideAll for an average). Errors reach every node in the error
 //    blocks and read as on the host path (own block first on node ranks 0 and 1, then node order);
 //    a block that does not parse fails its tensors ("truncated or malformed device exchange
 //    block"). The sums are bit for bit the host path's: node order is the host path's order (its
 //    own-block-first rule only swaps the first two additions into a zero sum, which commute
 //    exactly), given collectives whose allreduce sums as the Communicator's ring does (the host
 //    ones do; NCCL's order is its own).
+//  - results (TakeResult): when the node's workers of the tensor are on the collectives' device
+//    (NodeTensor::device), each result is copied within the device into a buffer of its own from
+//    a per-device pool (device_results.h; the step's scratch is reused by the next group), the
+//    backend synchronised once per group, and handed back in device memory
+//    (TensorResult::device_data, `data` empty): the local side writes it into the workers'
+//    mapped buffers device to device, and whatever needs host bytes copies it once
+//    (ResultHostData, types.h). Otherwise (device unknown, e.g. staged by the client, or another
+//    one) it is copied to the host once, into `data`. A failed synchronisation fails the group's
+//    device results, naming tensor and device.
 // Which groups: decided from what every node agrees on (the specs and the job's compressor), so
 // every node takes the same path: dense and sparse fp32 allreduce groups of device tensors
 // (spec.memory kDevice) outside process sets, sparse ones only on the backend path. Every other
@@ -99,6 +107,7 @@
 #include "daemon/collectives/device_collectives.h"
 #include "daemon/daemon_metrics.h"
 #include "daemon/engine/backend_compression.h"
+#include "daemon/engine/device_results.h"
 #include "daemon/engine/fusion_plan.h"
 #include "daemon/engine/negotiation.h"
 #include "daemon/engine/residual_store.h"
@@ -275,6 +284,22 @@ class Executor {
   absl::Status StageG(const WorkItem& item, kernels::CompressionBackend* dev, uint8_t* dst);
   absl::Status StageP(const WorkItem& item, const Compensated& c, kernels::CompressionBackend* dev,
                       uint8_t* dst);
+  // The device step's result of `item` (`bytes` at `sum` in dev's memory) into *r: handed in a
+  // buffer of its own in device memory (r->device_data, from DeviceResultsOn; *queued set: the
+  // copy is queued on dev's stream and the caller synchronises dev before the results go) when
+  // the node's workers of the tensor are on dev's device (NodeTensor::device), else copied once
+  // to host memory: into *host, which then becomes r->data.
+  absl::Status TakeResult(const WorkItem& item, kernels::CompressionBackend* dev, const void* sum,
+                          size_t bytes, std::vector<uint8_t>* host, TensorResult* r, bool* queued);
+  // After the results of a group were taken: synchronises dev when a result was queued, and on
+  // its error fails each result handed in device memory, naming the tensor and device.
+  void FinishResults(const Group& group, const std::vector<WorkItem>& items,
+                     kernels::CompressionBackend* dev, bool queued,
+                     std::vector<TensorResult>* results);
+  // The pool of device_results_ for dev's device, made on first use over a backend of that
+  // device (as own_device_backend_); null when none can be made (results then go to the host,
+  // said once in the log).
+  DeviceResults* DeviceResultsOn(kernels::CompressionBackend* dev);
   // Host bytes to `dst` in `dev`'s memory.
   absl::Status StageHost(kernels::CompressionBackend* dev, uint8_t* dst, const void* host,
                          size_t bytes);
@@ -317,6 +342,7 @@ class Executor {
   std::unique_ptr<kernels::CompressionBackend> own_device_backend_;
   std::unique_ptr<kernels::BackendMemory> device_buffer_, device_send_, device_recv_;
   std::vector<int64_t> device_headers_;
+  std::unique_ptr<DeviceResults> device_results_;  // the device step's results, handed back
   std::set<std::string> said_host_path_;
   BackgroundCall exchange_;  // last member: joined before the buffers above are destroyed
 };

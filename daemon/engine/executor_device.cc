@@ -149,6 +149,62 @@ absl::Status Executor::StageP(const WorkItem& item, const Compensated& c,
   return StageHost(dev, dst, host.data(), bytes);
 }
 
+DeviceResults* Executor::DeviceResultsOn(kernels::CompressionBackend* dev) {
+  if (device_results_ != nullptr && device_results_->device() == dev->device()) {
+    return device_results_.get();
+  }
+  if (!said_host_path_.insert(absl::StrFormat("results on %d", dev->device())).second) {
+    return nullptr;  // refused before (a pool, once made, is returned above)
+  }
+  absl::StatusOr<std::unique_ptr<kernels::CompressionBackend>> made =
+      options_.device_backends != nullptr ? options_.device_backends(dev->device())
+                                          : kernels::MakeDeviceBackend(dev->device());
+  if (!made.ok()) {
+    if (options_.log != nullptr) {
+      GRAVAC_LOG(*options_.log, kWarning,
+                 "device collectives (%s): results go back to the workers through host memory: "
+                 "no backend for their buffers on CUDA device %d: %s (said once)",
+                 options_.device_collectives->name(), dev->device(), made.status().message());
+    }
+    return nullptr;
+  }
+  device_results_ = std::make_unique<DeviceResults>(*std::move(made));
+  return device_results_.get();
+}
+
+absl::Status Executor::TakeResult(const WorkItem& item, kernels::CompressionBackend* dev,
+                                  const void* sum, size_t bytes, std::vector<uint8_t>* host,
+                                  TensorResult* r, bool* queued) {
+  if (item.tensor->device == dev->device()) {
+    if (DeviceResults* pool = DeviceResultsOn(dev)) {
+      ASSIGN_OR_RETURN(r->device_data, pool->Copy(*dev, sum, bytes));
+      r->data.clear();
+      *queued = true;
+      return absl::OkStatus();
+    }
+  }
+  host->resize(bytes);
+  if (bytes > 0) RETURN_IF_ERROR(dev->CopyToHost(host->data(), sum, bytes));
+  if (host != &r->data) r->data = std::move(*host);
+  return absl::OkStatus();
+}
+
+void Executor::FinishResults(const Group& group, const std::vector<WorkItem>& items,
+                             kernels::CompressionBackend* dev, bool queued,
+                             std::vector<TensorResult>* results) {
+  if (!queued) return;
+  const absl::Status s = dev->Synchronize();
+  if (s.ok()) return;
+  for (size_t i : group.members) {
+    TensorResult& r = (*results)[i];
+    if (r.device_data == nullptr) continue;
+    r.device_data.reset();
+    r.status = absl::Status(s.code(),
+                            absl::StrFormat("tensor '%s': the result on CUDA device %d: %s",
+                                            items[i].ready.spec.name, dev->device(), s.message()));
+  }
+}
+
 absl::Status Executor::RunDenseOnDevice(const Group& group, std::vector<WorkItem>& items,
                                         std::vector<TensorResult>* results) {
   collectives::DeviceCollectives& dc = *options_.device_collectives;
@@ -195,6 +251,7 @@ absl::Status Executor::RunDenseOnDevice(const Group& group, std::vector<WorkItem
     options_.metrics->AddSentBytes(BytesKind::kDense, RingBytes(total, comm_->size()));
   }
   offset = 0;
+  bool queued = false;  // a result handed in device memory (TakeResult)
   for (size_t m = 0; m < group.members.size(); ++m) {
     const size_t i = group.members[m];
     TensorResult& r = (*results)[i];
@@ -211,15 +268,16 @@ absl::Status Executor::RunDenseOnDevice(const Group& group, std::vector<WorkItem
       s = dev->DivideAll(sum, static_cast<int64_t>(bytes / sizeof(float)),
                          static_cast<float>(world_size()));
     }
-    r.data.resize(bytes);
-    if (s.ok() && bytes > 0) s = dev->CopyToHost(r.data.data(), sum, bytes);
+    if (s.ok()) s = TakeResult(items[i], dev, sum, bytes, &r.data, &r, &queued);
     if (!s.ok()) {
       r.data.clear();
+      r.device_data.reset();
       r.status = absl::Status(
           s.code(), absl::StrFormat("tensor '%s': the sum on CUDA device %d: %s",
                                     items[i].ready.spec.name, dev->device(), s.message()));
     }
   }
+  FinishResults(group, items, dev, queued, results);
   return absl::OkStatus();
 }
 
@@ -424,8 +482,11 @@ absl::Status Executor::RunSparseOnDevice(const Group& group, std::vector<WorkIte
   // Each member's sum on the device: zero, every node's message added in node order (so every
   // node's sum is bit-identical, and the host path's: its own-block-first rule only swaps the
   // first two additions into a zero sum, which commute exactly), the average's division there,
-  // then one copy to the host, into the tensor's input buffer, which becomes the result.
+  // then handed back in a buffer of its own in device memory when the node's workers are on this
+  // device (TakeResult), else one copy to the host, into the tensor's input buffer, which becomes
+  // the result.
   const int world = world_size();
+  bool queued = false;  // a result handed in device memory (TakeResult)
   for (size_t m = 0; m < count; ++m) {
     const size_t i = group.members[m];
     TensorResult& r = (*results)[i];
@@ -450,17 +511,16 @@ absl::Status Executor::RunSparseOnDevice(const Group& group, std::vector<WorkIte
     if (s.ok() && items[i].ready.spec.reduce_op == collectives::ReduceOp::kAverage) {
       s = dev->DivideAll(sum, n_elements, static_cast<float>(world));
     }
-    std::vector<uint8_t>& data = items[i].tensor->data;
-    data.resize(bytes);
-    if (s.ok() && bytes > 0) s = dev->CopyToHost(data.data(), sum, bytes);
+    if (s.ok()) s = TakeResult(items[i], dev, sum, bytes, &items[i].tensor->data, &r, &queued);
     if (!s.ok()) {
+      r.data.clear();
+      r.device_data.reset();
       r.status = absl::Status(
           s.code(), absl::StrFormat("tensor '%s': the sum on CUDA device %d: %s",
                                     items[i].ready.spec.name, dev->device(), s.message()));
-      continue;
     }
-    r.data = std::move(data);
   }
+  FinishResults(group, items, dev, queued, results);
   return absl::OkStatus();
 }
 

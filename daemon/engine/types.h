@@ -92,11 +92,36 @@ struct NodeTensor {
 struct TensorResult {
   absl::Status status;         // on error, the message names the rank(s), tensor and field
   std::vector<uint8_t> data;   // allreduce/broadcast: same size as the input; allgather: all
+  // Set when the engine's device step left the result in device memory (an allreduce whose
+  // node's workers are on the device collectives' CUDA device, executor.h "Device step"): the
+  // result there, and `data` is then empty until ResultHostData copies it. Whoever needs host
+  // bytes goes through ResultHostData; the local side writes it to its workers' buffers of that
+  // device in place (ipc::DeviceAccess::WriteFromDevice). Null: the result is in `data`.
+  std::shared_ptr<const DeviceData> device_data;
   std::vector<int64_t> first_dims;  // allgather: first dimension per global rank
   double theta = 1.0;          // CF the tensor was sent with; 1 = uncompressed
   std::string collective;      // "dense_allreduce", "sparse_allgather", "allgather", "broadcast"
   int64_t decision_epoch = 0;  // decision epoch in force for the tensor's step
 };
+
+// The result's size in bytes, wherever it lies.
+inline size_t ResultBytes(const TensorResult& r) {
+  return r.device_data != nullptr ? r.device_data->bytes() : r.data.size();
+}
+
+// Makes `r.data` hold the result in host memory: as it is for a host result; for a result in
+// device memory, one copy of device_data into `data` (the first call; later ones copy nothing,
+// device_data stays set). On the copy's error `data` is left empty and the error returned as is
+// (the caller names rank, tensor and field).
+inline absl::Status ResultHostData(TensorResult& r) {
+  if (r.device_data == nullptr || r.data.size() == r.device_data->bytes()) {
+    return absl::OkStatus();
+  }
+  r.data.resize(r.device_data->bytes());
+  absl::Status s = r.device_data->CopyToHost(r.data.data());
+  if (!s.ok()) r.data.clear();
+  return s;
+}
 
 // Called exactly once per NodeTensor, from an engine thread; must not block for long.
 using DoneCallback = std::function<void(TensorResult)>;

@@ -144,10 +144,25 @@ absl::StatusOr<std::shared_ptr<const DeviceData>> WorkerServerImpl::ReduceDevice
 }
 
 absl::Status WorkerServerImpl::WriteDevicePost(const Conn& conn, const std::string& name,
-                                               const PostedRequest& post,
-                                               const std::vector<uint8_t>& data) {
-  absl::Status written =
-      options_.device->Write(post.mapped, data.data(), post.bytes, post.device, post.done_event);
+                                               const PostedRequest& post, TensorResult& result) {
+  if (result.device_data != nullptr && result.device_data->device() == post.device) {
+    absl::Status written = options_.device->WriteFromDevice(
+        post.mapped, result.device_data->data(), post.bytes, post.device, post.done_event);
+    if (written.ok()) return written;
+    return absl::Status(written.code(),
+                        absl::StrFormat("rank %d, tensor '%s', field device_buffer: writing the "
+                                        "result from CUDA device %d memory failed: %s",
+                                        conn.rank, name, post.device, written.message()));
+  }
+  if (absl::Status host = ResultHostData(result); !host.ok()) {
+    return absl::Status(
+        host.code(),
+        absl::StrFormat("rank %d, tensor '%s', field device_buffer: copying the "
+                        "result from CUDA device %d to host memory failed: %s",
+                        conn.rank, name, result.device_data->device(), host.message()));
+  }
+  absl::Status written = options_.device->Write(post.mapped, result.data.data(), post.bytes,
+                                                post.device, post.done_event);
   if (written.ok()) return written;
   return absl::Status(written.code(),
                       absl::StrFormat("rank %d, tensor '%s', field device_buffer: writing the "

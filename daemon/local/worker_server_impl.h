@@ -117,9 +117,12 @@ class WorkerServerImpl : public std::enable_shared_from_this<WorkerServerImpl> {
   // and field) when a post cannot be taken, its ready event not waited for, or the sum fails.
   absl::StatusOr<std::shared_ptr<const DeviceData>> ReduceDevicePosts(const std::string& name,
                                                                      const Pending& pending);
-  // Writes a result into a device post's buffer and records its done event.
-  absl::Status WriteDevicePost(const Conn& conn, const std::string& name,
-                               const PostedRequest& post, const std::vector<uint8_t>& data);
+  // Writes a result into a device post's buffer and records its done event: device to device
+  // (DeviceAccess::WriteFromDevice) when the result is in device memory of the post's device
+  // (TensorResult::device_data), else from host memory (the result's host bytes, copied there
+  // once by ResultHostData when they are on a device). The error names rank, tensor and field.
+  absl::Status WriteDevicePost(const Conn& conn, const std::string& name, const PostedRequest& post,
+                               TensorResult& result);
   // A TIMELINE request: applied now when serving, else when Serve starts.
   void HandleTimeline(Conn& conn, const v1::Request& request);
   void AnswerTimeline(int local_rank, uint64_t request_id, const std::string& path);

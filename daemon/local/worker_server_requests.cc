@@ -434,7 +434,11 @@ void WorkerServerImpl::OnDone(uint64_t ticket, TensorResult result, int64_t done
   absl::Status status = result.status;
   std::optional<ipc::ShmSegment> gathered;
   if (status.ok() && kind == CollectiveKind::kAllgather) {
-    auto seg = ipc::ShmSegment::Create("gravac-allgather", result.data.size());
+    // The device step carries allreduces only; a result in device memory is copied all the same.
+    status = ResultHostData(result);
+    absl::StatusOr<ipc::ShmSegment> seg =
+        status.ok() ? ipc::ShmSegment::Create("gravac-allgather", result.data.size())
+                    : absl::StatusOr<ipc::ShmSegment>(status);
     if (seg.ok()) {
       if (!result.data.empty()) std::memcpy(seg->data(), result.data.data(), result.data.size());
       gathered = std::move(*seg);
@@ -454,15 +458,22 @@ void WorkerServerImpl::OnDone(uint64_t ticket, TensorResult result, int64_t done
     absl::Status s = status;
     if (s.ok() && kind != CollectiveKind::kAllgather) {
       auto seg = conn->segments.find(post.segment_id);
-      if (result.data.size() != post.bytes) {
+      if (ResultBytes(result) != post.bytes) {
         s = absl::InternalError(
             absl::StrFormat("tensor '%s': result of %d bytes for an input of %d bytes", ready.name,
-                            result.data.size(), post.bytes));
+                            ResultBytes(result), post.bytes));
       } else if (post.on_device) {
-        s = WriteDevicePost(*conn, ready.name, post, result.data);
+        s = WriteDevicePost(*conn, ready.name, post, result);
       } else if (seg == conn->segments.end()) {
         s = absl::InternalError(
             absl::StrFormat("rank %d, tensor '%s': staging segment gone", conn->rank, ready.name));
+      } else if (absl::Status host = ResultHostData(result); !host.ok()) {
+        // A result the engine left in device memory, for a worker that staged through host memory.
+        s = absl::Status(
+            host.code(),
+            absl::StrFormat("rank %d, tensor '%s', field data: copying the result "
+                            "from CUDA device %d to host memory failed: %s",
+                            conn->rank, ready.name, result.device_data->device(), host.message()));
       } else if (post.bytes > 0) {
         std::memcpy(seg->second.data() + post.offset, result.data.data(), post.bytes);
       }

@@ -191,6 +191,77 @@ TEST_F(DeviceHandoffTest, TheLocalReduceRunsInDeviceMemoryWhenItCan) {
   EXPECT_EQ(access_->ready_waits(), 8) << "every post's ready event, on both paths";
 }
 
+// A result the engine hands back in device memory of the workers' device (its device step,
+// TensorResult::device_data) is written into each mapped buffer device to device
+// (DeviceAccess::WriteFromDevice), never through host memory; a worker of the same tensor that
+// staged through host memory (here: its runtime cannot export) gets it by one copy to the host
+// (ResultHostData). Every worker sees the sum.
+TEST_F(DeviceHandoffTest, AResultInDeviceMemoryIsWrittenDeviceToDevice) {
+  FakeDeviceAccess& access = *access_;
+  StartDaemon(2, &access);
+  engine_->set_device_results(true);
+  FakeDeviceRuntime runtime, staging;
+  staging.FailExports();
+  std::vector<float> a(kCount), b(kCount);
+  runtime.Register(a.data(), a.size() * sizeof(float), 0, 300);
+  staging.Register(b.data(), b.size() * sizeof(float), 0, 301);
+  std::vector<std::unique_ptr<Worker>> w(2);
+  std::vector<std::thread> threads;
+  constexpr int kSteps = 3;
+  for (int lr = 0; lr < 2; ++lr) {
+    threads.emplace_back([&, lr] {
+      w[lr] = Connect(lr, 2, lr == 0 ? &runtime : &staging);
+      ASSERT_NE(w[lr], nullptr);
+      std::vector<float>& x = lr == 0 ? a : b;
+      for (int step = 0; step < kSteps; ++step) {
+        for (int i = 0; i < kCount; ++i) x[i] = static_cast<float>(i % 9) * (lr + 1) + step;
+        absl::Status s = PostAndWait(*w[lr], "g", x.data(), x.data());
+        ASSERT_TRUE(s.ok()) << s;
+        for (int i = 0; i < kCount; ++i) {
+          ASSERT_EQ(x[i], static_cast<float>(i % 9) * 3 + 2 * step) << "element " << i;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(w[0]->handoff->ipc_posts(), kSteps);
+  EXPECT_EQ(w[1]->handoff->staged_posts(), kSteps);
+  EXPECT_EQ(engine_->device_results(), kSteps);
+  EXPECT_EQ(access.device_writes(), kSteps) << "rank 0's buffer, device to device";
+  EXPECT_EQ(access.host_writes(), 0) << "no result written from host memory";
+  EXPECT_EQ(access.done_records(), kSteps);
+  EXPECT_EQ(engine_->result_host_copies(), kSteps) << "one copy per result, for rank 1 alone";
+  for (auto& x : w) EXPECT_TRUE(x->client->Shutdown().ok());
+}
+
+// A device-to-device write of a result that fails fails the tensor on that rank, naming rank,
+// tensor and field, with the CUDA error; the worker is answered (no hang) and goes on.
+TEST_F(DeviceHandoffTest, AFailedDeviceToDeviceWriteFailsTheTensorOnThatRank) {
+  FakeDeviceAccess& access = *access_;
+  StartDaemon(1, &access);
+  engine_->set_device_results(true);
+  FakeDeviceRuntime runtime;
+  std::vector<float> buf(kCount, 2.0f);
+  runtime.Register(buf.data(), buf.size() * sizeof(float), 0, 400);
+  auto w = Connect(0, 1, &runtime);
+  ASSERT_NE(w, nullptr);
+  access.FailDeviceWrites(
+      absl::InternalError("cudaMemcpyAsync failed: cudaErrorIllegalAddress (fake)"));
+  absl::Status s = PostAndWait(*w, "g", buf.data(), buf.data());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
+  EXPECT_THAT(s.message(), HasSubstr("rank 0, tensor 'g', field device_buffer: writing the result "
+                                     "from CUDA device 0 memory failed"));
+  EXPECT_THAT(s.message(), HasSubstr("cudaErrorIllegalAddress"));
+  EXPECT_EQ(access.host_writes(), 0) << "no silent fallback through host memory";
+  access.FailDeviceWrites(absl::OkStatus());
+  for (int i = 0; i < kCount; ++i) buf[i] = static_cast<float>(i);
+  s = PostAndWait(*w, "g", buf.data(), buf.data());
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(buf[5], 5.0f);
+  EXPECT_EQ(access.device_writes(), 2);
+  EXPECT_TRUE(w->client->Shutdown().ok());
+}
+
 TEST_F(DeviceHandoffTest, AFreedBlockReusedAtTheSameAddressIsMappedAgain) {
   FakeDeviceAccess& access = *access_;
   StartDaemon(1, &access);

@@ -6,9 +6,12 @@
 // host path (the same job without device collectives) bit for bit: dense and sparse steps at
 // θ_min, θ_c and another θ, sum and average, residuals carried over steps, the statistics' norms;
 // that the device step ran (the double's calls) and that no collective ran on the executors' own
-// data plane for it; a non-finite gradient failing the tensor on both nodes; the groups that fall
-// back to the host path (a mixed group, a process set, another compressor's sparse step); a
-// failure of the collectives returned by Run.
+// data plane for it; that its results stay in device memory (TensorResult::device_data, read
+// through ResultHostData) with no result byte copied to the host in the step, in buffers of their
+// own from a pool, and go to the host once where the workers' device is unknown; a non-finite
+// gradient failing the tensor on both nodes; the groups that fall back to the host path (a mixed
+// group, a process set, another compressor's sparse step); a failure of the collectives returned by
+// Run.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -165,6 +168,9 @@ struct StepTensor {
   MemoryType memory = MemoryType::kDevice;
   collectives::ReduceOp op = collectives::ReduceOp::kSum;
   std::vector<int> process_set;
+  // NodeTensor::device of a device tensor: the CUDA device of the node's workers (the fake
+  // collectives' is 0; -1: unknown, as for a tensor the client staged through host memory).
+  int device = 0;
 };
 
 struct JobOptions {
@@ -246,7 +252,7 @@ class DeviceJob {
         nt = Allreduce(st.name, st.grads[n], true, step, st.op);
         nt.spec.memory = st.memory;
         nt.spec.process_set = st.process_set;
-        nt.device = st.memory == MemoryType::kDevice ? 0 : -1;
+        nt.device = st.memory == MemoryType::kDevice ? st.device : -1;
         if (st.memory == MemoryType::kDevice && device_sums) {
           nt.device_data = FakeDeviceData::Make(0, memory_, st.grads[n]);
           nt.data.clear();
@@ -301,6 +307,15 @@ struct PlannedStep {
 const std::vector<PlannedStep> kSteps = {{10, 40}, {40, 40}, {25, 40}, {10, 5},
                                          {1, 40},  {40, 40}, {10, 40}, {10, 10}};
 
+// A result's bytes in host memory, read through ResultHostData (one copy from the device for a
+// result in device memory; the result itself is left as it is).
+std::vector<uint8_t> HostBytes(const TensorResult& r) {
+  TensorResult copy = r;
+  copy.data = r.data;
+  EXPECT_THAT(ResultHostData(copy), IsOk());
+  return copy.data;
+}
+
 void ExpectSameResults(const DeviceJob::Output& got, const DeviceJob::Output& want,
                        const std::vector<StepTensor>& tensors) {
   for (int n = 0; n < DeviceJob::kNodes; ++n) {
@@ -312,8 +327,9 @@ void ExpectSameResults(const DeviceJob::Output& got, const DeviceJob::Output& wa
       EXPECT_EQ(g.status, w.status) << tensors[t].name << " node " << n;
       EXPECT_EQ(g.collective, w.collective);
       EXPECT_EQ(g.theta, w.theta);
-      // Bytes: NaNs compare too.
-      EXPECT_EQ(g.data, w.data) << tensors[t].name << " node " << n;
+      // Bytes: NaNs compare too. The host path's results are in host memory.
+      EXPECT_EQ(w.device_data, nullptr);
+      EXPECT_EQ(HostBytes(g), w.data) << tensors[t].name << " node " << n;
     }
   }
 }
@@ -348,24 +364,41 @@ TEST(ExecutorDeviceCollectivesTest, StepsMatchTheHostPathBitForBit) {
         const int64_t to_host = device.memory()->to_host, from_host = device.memory()->from_host;
         const auto got = device.Run(static_cast<int64_t>(s), kSteps[s].theta, kSteps[s].theta_c,
                                     tensors, device_sums);
+        const int64_t step_to_host = device.memory()->to_host - to_host;
         const auto want = host.Run(static_cast<int64_t>(s), kSteps[s].theta, kSteps[s].theta_c,
                                    tensors, device_sums);
+        // Every result stayed in device memory of the workers' device (0), in a buffer of its own.
+        int64_t results = 0;
+        for (const StepTensor& t : tensors)
+          results += 2 * 4 * static_cast<int64_t>(t.grads[0].size());
+        for (int n = 0; n < 2; ++n) {
+          for (size_t t = 0; t < tensors.size(); ++t) {
+            const TensorResult& r = got.results[n][t];
+            ASSERT_NE(r.device_data, nullptr) << tensors[t].name << " node " << n;
+            EXPECT_EQ(r.device_data->device(), 0);
+            EXPECT_EQ(ResultBytes(r), 4 * tensors[t].grads[n].size());
+            EXPECT_TRUE(r.data.empty());
+            EXPECT_TRUE(device.memory()->Owns(r.device_data->data(), r.device_data->bytes()));
+          }
+        }
+        // Read through ResultHostData: the host path's bits, each result copied to the host once.
+        const int64_t before_reading = device.memory()->to_host;
         ExpectSameResults(got, want, tensors);
+        EXPECT_EQ(device.memory()->to_host - before_reading, results);
         const bool dense = kSteps[s].theta <= 1;
         // The device step ran, over the collectives alone.
         EXPECT_EQ(device.HostMessages(), host_messages);
+        const int64_t headers = dense ? 0 : 2 * 8 * static_cast<int64_t>(tensors.size());
+        // What crossed to the host in the step, both nodes together: no result (they stayed in
+        // device memory), only on a sparse step the headers, from each of the two blocks.
+        EXPECT_EQ(step_to_host, 2 * headers);
         if (device_sums) {
-          // What crossed between host and device, both nodes together: each result once (n
-          // floats per tensor), and on a sparse step every node's headers (8 bytes per tensor)
-          // to the device and, from each of the two blocks, back. The sums (given in device
-          // memory, FakeDeviceData's own copy in) and the messages never cross.
-          int64_t results = 0, given = 0;
-          for (const StepTensor& t : tensors) {
-            results += 2 * 4 * static_cast<int64_t>(t.grads[0].size());
+          // And to the device: on a sparse step every node's headers (8 bytes per tensor); the
+          // sums (given in device memory, FakeDeviceData's own copy in) and the messages never
+          // cross.
+          int64_t given = 0;
+          for (const StepTensor& t : tensors)
             given += 2 * 4 * static_cast<int64_t>(t.grads[0].size());
-          }
-          const int64_t headers = dense ? 0 : 2 * 8 * static_cast<int64_t>(tensors.size());
-          EXPECT_EQ(device.memory()->to_host - to_host, results + 2 * headers);
           EXPECT_EQ(device.memory()->from_host - from_host, given + headers);
         }
         for (int n = 0; n < 2; ++n) EXPECT_GT(device.nccl(n).calls(), calls[n]);
@@ -405,6 +438,65 @@ TEST(ExecutorDeviceCollectivesTest, StepsMatchTheHostPathBitForBit) {
   }
 }
 
+// A result stays in device memory only when the node's workers of the tensor are on the
+// collectives' device: a tensor whose device is unknown (-1, staged by the client) gets its
+// result copied to the host once, as before. Each result is a buffer of its own (the step's
+// scratch is reused by the next group): results held over the next steps keep their values; and
+// the buffers come from a pool, so steady steps allocate no device memory.
+TEST(ExecutorDeviceCollectivesTest, ResultsStayOnTheWorkersDeviceInBuffersOfTheirOwn) {
+  for (const double theta : {1.0, 10.0}) {
+    SCOPED_TRACE(::testing::Message() << "theta " << theta);
+    DeviceJob device({});
+    DeviceJob host({.device_collectives = false});
+    std::mt19937 rng(17);
+    std::vector<DeviceJob::Output> kept_got, kept_want;
+    for (int64_t step = 0; step < 4; ++step) {
+      std::vector<StepTensor> tensors = Tensors(rng, collectives::ReduceOp::kAverage);
+      tensors[1].device = -1;  // "fc": staged by the client
+      const int64_t to_host = device.memory()->to_host;
+      DeviceJob::Output got = device.Run(step, theta, 40, tensors, true);
+      const int64_t step_to_host = device.memory()->to_host - to_host;
+      DeviceJob::Output want = host.Run(step, theta, 40, tensors, true);
+      const int64_t headers = theta > 1 ? 2 * 2 * 8 * static_cast<int64_t>(tensors.size()) : 0;
+      // "fc"'s result crossed to the host in the step (both nodes), "conv"'s did not.
+      EXPECT_EQ(step_to_host, 2 * 4 * static_cast<int64_t>(tensors[1].grads[0].size()) + headers);
+      for (int n = 0; n < 2; ++n) {
+        EXPECT_NE(got.results[n][0].device_data, nullptr);
+        EXPECT_TRUE(got.results[n][0].data.empty());
+        EXPECT_EQ(got.results[n][1].device_data, nullptr);
+        EXPECT_EQ(got.results[n][1].data.size(), 4 * tensors[1].grads[n].size());
+      }
+      ExpectSameResults(got, want, tensors);
+      if (step < 2) {
+        // Held over the next steps (as a worker server holds a result until it wrote it).
+        kept_got.push_back(std::move(got));
+        kept_want.push_back(std::move(want));
+      }
+    }
+    // Steps 2 and 3 ran while the results of steps 0 and 1 were held: those kept their values.
+    for (size_t k = 0; k < kept_got.size(); ++k) {
+      for (int n = 0; n < 2; ++n) {
+        EXPECT_EQ(HostBytes(kept_got[k].results[n][0]), kept_want[k].results[n][0].data)
+            << "held result of step " << k << " node " << n;
+      }
+    }
+    const int64_t allocations = device.memory()->allocations;
+    kept_got.clear();
+    for (int64_t step = 4; step < 7; ++step) {
+      std::vector<StepTensor> tensors = Tensors(rng, collectives::ReduceOp::kSum);
+      tensors[1].device = -1;
+      const auto got = device.Run(step, theta, 40, tensors, true);
+      for (int n = 0; n < 2; ++n) {
+        EXPECT_THAT(got.results[n][0].status, IsOk());
+        EXPECT_NE(got.results[n][0].device_data, nullptr);
+      }
+    }
+    // The released results' buffers were taken again: no new device memory but the given sums'
+    // (FakeDeviceData::Make: a block per node tensor, 2 tensors on 2 nodes per step).
+    EXPECT_EQ(device.memory()->allocations, allocations + 3 * 4);
+  }
+}
+
 // A non-finite gradient on node 1 fails that tensor on both nodes with the host path's error
 // (sparse: node 1's error block reaches node 0); the other tensor and the next step are fine.
 // Dense: the NaN is summed into both nodes' results, as on the host path.
@@ -433,7 +525,7 @@ TEST(ExecutorDeviceCollectivesTest, NonFiniteGradientFailsTheTensorOnBothNodes) 
                                               HasSubstr("ranks "))));
       } else {
         EXPECT_THAT(got.results[n][1].status, IsOk());
-        EXPECT_TRUE(std::isnan(Values<float>(got.results[n][1].data)[17]));
+        EXPECT_TRUE(std::isnan(Values<float>(HostBytes(got.results[n][1]))[17]));
       }
     }
     EXPECT_EQ(device.executor(1).Residual("fc"), kept);

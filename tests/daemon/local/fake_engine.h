@@ -1,12 +1,18 @@
 // FakeEngine: a NodeTensorSink for tests of the local side without the cross-node engine, on a
 // single node: allreduce returns the node sum (divided by the world size for average),
 // allgather and broadcast return the node tensor as is. It can hold tensors until Release() (to
-// test polling and many tensors in flight) and records what it received.
+// test polling and many tensors in flight) and records what it received. With
+// set_device_results, an allreduce whose workers' device is known (NodeTensor::device) gets its
+// result as the engine's device step hands it: in "device memory" (TensorResult::device_data, a
+// host array of its own here), `data` empty; its copies to the host are counted.
 //
 // Thread-safety: all methods are thread-safe.
 #ifndef GRAVAC_TESTS_DAEMON_LOCAL_FAKE_ENGINE_H_
 #define GRAVAC_TESTS_DAEMON_LOCAL_FAKE_ENGINE_H_
 
+#include <atomic>
+#include <cstring>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,6 +25,27 @@
 #include "daemon/local/worker_server.h"
 
 namespace gravac::daemon::testing {
+
+// A result in "device memory" of `device` (a host array of its own); CopyToHost counts in
+// `copies`.
+class FakeResultData : public DeviceData {
+ public:
+  FakeResultData(int device, std::vector<uint8_t> bytes, std::shared_ptr<std::atomic<int>> copies)
+      : device_(device), bytes_(std::move(bytes)), copies_(std::move(copies)) {}
+  int device() const override { return device_; }
+  const void* data() const override { return bytes_.data(); }
+  size_t bytes() const override { return bytes_.size(); }
+  absl::Status CopyToHost(void* host) const override {
+    ++*copies_;
+    if (!bytes_.empty()) std::memcpy(host, bytes_.data(), bytes_.size());
+    return absl::OkStatus();
+  }
+
+ private:
+  int device_;
+  std::vector<uint8_t> bytes_;
+  std::shared_ptr<std::atomic<int>> copies_;
+};
 
 class FakeEngine {
  public:
@@ -58,6 +85,14 @@ class FakeEngine {
     }
     done(Complete(std::move(t)));
   }
+
+  void set_device_results(bool on) {
+    MutexLock lock(&mu_);
+    device_results_ = on;
+  }
+  // Results handed in device memory so far, and their copies to the host (ResultHostData).
+  int device_results() const { return *device_results_made_; }
+  int result_host_copies() const { return *result_host_copies_; }
 
   void set_hold(bool hold) {
     MutexLock lock(&mu_);
@@ -141,13 +176,29 @@ class FakeEngine {
         r.collective = "join";
         break;
     }
+    bool on_device = false;
+    {
+      MutexLock lock(&mu_);
+      on_device = device_results_ && t.spec.kind == CollectiveKind::kAllreduce && t.device >= 0;
+    }
+    if (on_device) {
+      ++*device_results_made_;
+      r.device_data =
+          std::make_shared<FakeResultData>(t.device, std::move(t.data), result_host_copies_);
+      return r;
+    }
     r.data = std::move(t.data);
     return r;
   }
 
  private:
   const int world_size_;
-  Mutex mu_;
+  const std::shared_ptr<std::atomic<int>> device_results_made_ =
+      std::make_shared<std::atomic<int>>(0);
+  const std::shared_ptr<std::atomic<int>> result_host_copies_ =
+      std::make_shared<std::atomic<int>>(0);
+  mutable Mutex mu_;
+  bool device_results_ ABSL_GUARDED_BY(mu_) = false;
   bool hold_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::pair<NodeTensor, DoneCallback>> held_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> names_ ABSL_GUARDED_BY(mu_);
