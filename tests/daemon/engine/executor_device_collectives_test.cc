@@ -178,6 +178,9 @@ struct JobOptions {
   bool device_collectives = true;
   int ranks_per_node = 1;
   Logger* log = nullptr;
+  // Each executor's device backend factory fails from its call number this-many + 1 on (-1:
+  // never); the first call makes the compression backend's.
+  int backends_before_failing = -1;
 };
 
 // Two nodes' Executors over a loopback data plane; with device_collectives, each also gets a
@@ -204,6 +207,17 @@ class DeviceJob {
       e.job.job_seed = 7;
       e.log = options.log;
       e.device_backends = FakeDeviceBackends(memory_);
+      if (options.backends_before_failing >= 0) {
+        auto calls = std::make_shared<int>(0);
+        e.device_backends =
+            [make = e.device_backends, calls, limit = options.backends_before_failing](
+                int device) -> absl::StatusOr<std::unique_ptr<kernels::CompressionBackend>> {
+          if ((*calls)++ >= limit) {
+            return absl::ResourceExhaustedError("fake: out of device memory for a backend");
+          }
+          return make(device);
+        };
+      }
       if (options.device_collectives) {
         nccl_.push_back(std::make_unique<FakeNcclCollectives>(*nccl_plane_.comms[r], memory_));
         e.device_collectives = nccl_.back().get();
@@ -495,6 +509,45 @@ TEST(ExecutorDeviceCollectivesTest, ResultsStayOnTheWorkersDeviceInBuffersOfThei
     // (FakeDeviceData::Make: a block per node tensor, 2 tensors on 2 nodes per step).
     EXPECT_EQ(device.memory()->allocations, allocations + 3 * 4);
   }
+}
+
+// When no backend can be made for the results' buffers, the device step's results go to the host
+// as before (copied once, `data`), with the host path's bits, said once in the log.
+TEST(ExecutorDeviceCollectivesTest, WithoutABackendForResultBuffersResultsGoToTheHost) {
+  char* text = nullptr;
+  size_t size = 0;
+  std::FILE* sink = open_memstream(&text, &size);
+  ASSERT_NE(sink, nullptr);
+  {
+    Logger log("gravacd[test]", LogLevel::kInfo, sink);
+    DeviceJob device({.log = &log, .backends_before_failing = 1});
+    DeviceJob host({.device_collectives = false});
+    std::mt19937 rng(23);
+    for (int64_t step = 0; step < 3; ++step) {
+      const double theta = step == 1 ? 1 : 10;
+      const std::vector<StepTensor> tensors = Tensors(rng, collectives::ReduceOp::kAverage);
+      const auto got = device.Run(step, theta, 40, tensors, true);
+      for (int n = 0; n < 2; ++n) {
+        for (const TensorResult& r : got.results[n]) {
+          EXPECT_THAT(r.status, IsOk());
+          EXPECT_EQ(r.device_data, nullptr);
+          EXPECT_FALSE(r.data.empty());
+        }
+      }
+      ExpectSameResults(got, host.Run(step, theta, 40, tensors, true), tensors);
+    }
+  }
+  std::fclose(sink);
+  const std::string lines(text, size);
+  std::free(text);
+  size_t said = 0;
+  for (size_t at = lines.find("results go back to the workers through host memory");
+       at != std::string::npos;
+       at = lines.find("results go back to the workers through host memory", at + 1)) {
+    ++said;
+  }
+  EXPECT_EQ(said, 2u) << "once per executor: " << lines;
+  EXPECT_THAT(lines, HasSubstr("out of device memory for a backend"));
 }
 
 // A non-finite gradient on node 1 fails that tensor on both nodes with the host path's error
