@@ -10,7 +10,12 @@
 # workers on CUDA tensors (gravacrun, gravacd, gravac-controller, tests/integration/
 # cuda_job_worker.cc: C API device tensors handed to gravacd by CUDA IPC, compressed steps,
 # replicas compared; the summary says whether gravacd mapped the tensors by IPC, from its log
-# lines "CUDA IPC handoff: mapped", or libgravac fell back to host staging), and the same job
+# lines "CUDA IPC handoff: mapped", or libgravac fell back to host staging), the same job with
+# gravacd's engine on NCCL device collectives (--device_collectives=nccl: the local reduce and the
+# compression on the device, the step over a 1-rank NCCL communicator, results written into the
+# workers' buffers device to device; the summary says whether gravacd's log has "device step: nccl
+# collectives on CUDA device N"; skipped, saying why, without a gravacd built with NCCL or a
+# libnccl.so.2 for it on the machine), and the same job
 # through gravac.torch (tests/python/cuda_torch_job.py: a CUDA model, DistributedOptimizer;
 # built mode only, when python3 has a CUDA torch), then writes one JSON summary, gpu_check.json, to $OUT (or --out DIR, default out/gpu_check/). Budget: 8 minutes on 16
 # cores (only the needed targets are built; ccache when present).
@@ -24,6 +29,12 @@
 # ignored path that the device tool can carry); the check then runs the bundle, and the summary
 # says "mode": "bundle" (built elsewhere) instead of "build". The NCCL transport test needs two
 # GPUs and libnccl, so it is listed as skipped on a one-GPU machine.
+#
+# NCCL: every target above is built without it (a bundle cannot carry libnccl, 218 MB). The job on
+# NCCL device collectives gets a gravacd of its own, built with GRAVAC_WITH_NCCL=ON in a second
+# tree (build dir + "-nccl"; gravacd only) as gravacd-nccl, when CMake finds NCCL. A bundle holds
+# it without libnccl: on the GPU machine it uses the system's libnccl.so.2, else the one python3's
+# packages hold (torch's nvidia NCCL wheel), else that job is skipped, saying so.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -35,6 +46,7 @@ gpu_tests=(kernels_cuda_status_test kernels_cuda_select_test kernels_cuda_error_
 benches=(gravac-cuda-kernels-bench gravac-cuda-handoff-bench)
 job=(gravacrun gravacd gravac-controller gravac-cuda-job-worker)
 targets=("${gpu_tests[@]}" "${benches[@]}" "${job[@]}")
+nccl_target=gravacd  # built with NCCL in "<build dir>-nccl", used as gravacd-nccl
 
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
 
@@ -47,9 +59,30 @@ configure_and_build() {  # build_dir jobs
   cmake --build "$1" -j "$2" --target "${targets[@]}"
 }
 
+# gravacd with NCCL in a tree of its own (build_dir-nccl): prints its path when CMake found NCCL
+# (the executable needs libnccl), else prints nothing; the configure log says why.
+build_nccl_gravacd() {  # build_dir jobs
+  local dir="$1-nccl" exe
+  mkdir -p "$dir"
+  cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGRAVAC_WITH_CUDA=ON \
+    -DGRAVAC_WITH_NCCL=ON -DGRAVAC_BUILD_BENCH=ON -DGRAVAC_BUILD_TESTS=ON \
+    >"$dir/gravac-configure.log" 2>&1 || return 1
+  cmake --build "$dir" -j "$2" --target "$nccl_target" >&2 || return 1
+  exe="$(exe_path "$dir" "$nccl_target")"
+  if [[ -n "$exe" ]] && ldd "$exe" | grep -q 'libnccl'; then echo "$exe"; fi
+}
+
 # Where each target's executable lands in a build tree.
 exe_path() {  # build_dir target
   find "$1" -type f -name "$2" -perm -u+x -not -path '*/CMakeFiles/*' | head -1
+}
+
+# Copies the shared libraries `exe` needs into `dest`, but the C/C++ runtime, the CUDA driver
+# (which the machine has) and libnccl (218 MB: the machine's is used, see the header).
+bundle_libs() {  # exe dest
+  ldd "$1" | awk '$3 ~ /^\// {print $3}' |
+    grep -vE '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|libcuda|libnccl|ld-linux[^/]*)\.so' |
+    while read -r lib; do cp -Lu "$lib" "$2/"; done
 }
 
 if [[ "${1:-}" == "--bundle" ]]; then
@@ -64,10 +97,18 @@ if [[ "${1:-}" == "--bundle" ]]; then
     [[ -n "$exe" ]] || { echo "gpu_check: target $t was not built" >&2; exit 1; }
     strip --strip-debug -o "$bundle/bin/$t" "$exe"
     # Shared libraries other than the C/C++ runtime and the CUDA driver (which the machine has).
-    ldd "$exe" | awk '$3 ~ /^\// {print $3}' |
-      grep -vE '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|libcuda|ld-linux[^/]*)\.so' |
-      while read -r lib; do cp -Lu "$lib" "$bundle/lib/"; done
+    bundle_libs "$exe" "$bundle/lib"
   done
+  # gravacd with NCCL, without libnccl (bundle_libs leaves it out; the GPU machine provides it).
+  nccl_exe="$(build_nccl_gravacd "$build" "${GRAVAC_JOBS:-2}")" || {
+    cat "$build-nccl/gravac-configure.log"; exit 1; }
+  if [[ -n "$nccl_exe" ]]; then
+    strip --strip-debug -o "$bundle/bin/gravacd-nccl" "$nccl_exe"
+    bundle_libs "$nccl_exe" "$bundle/lib"
+  else
+    echo "gravac was built without NCCL here (no libnccl or nccl.h found)" >"$bundle/no-nccl"
+    echo "gpu_check: no NCCL here: the bundle has no gravacd-nccl" >&2
+  fi
   git -C "$root" rev-parse HEAD >"$bundle/commit"
   echo "gpu_check: bundle in $bundle ($(du -sh "$bundle" | cut -f1)), commit $(cat "$bundle/commit")"
   exit 0
@@ -95,6 +136,13 @@ mode=build
 bin_dir="$root/build-gpu-check"
 if configure_and_build "$bin_dir" "$(nproc)" >>"$log" 2>&1; then
   for t in "${targets[@]}"; do ln -sf "$(exe_path "$bin_dir" "$t")" "$bin_dir/$t"; done
+  rm -f "$bin_dir/gravacd-nccl"
+  if nccl_exe="$(build_nccl_gravacd "$bin_dir" "$(nproc)" 2>>"$log")" && [[ -n "$nccl_exe" ]]; then
+    ln -sf "$nccl_exe" "$bin_dir/gravacd-nccl"
+  else
+    echo "gravacd with NCCL did not build here or CMake found no NCCL (see" \
+      "$bin_dir-nccl/gravac-configure.log)" >"$out/nccl_job.skip"
+  fi
 else
   say "cannot build here ($(grep -m1 -E 'Could not find|not found|Error' "$bin_dir/gravac-configure.log" \
     2>/dev/null || echo 'build failed'; true)); using the bundle"
@@ -103,6 +151,10 @@ else
   [[ -d "$bin_dir" ]] || { say "no bundle at $bin_dir (make one with --bundle)"; exit 1; }
   export LD_LIBRARY_PATH="$root/build-gpu-bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   say "bundle built at commit $(cat "$root/build-gpu-bundle/commit")"
+  if [[ ! -x "$bin_dir/gravacd-nccl" ]]; then
+    echo "the bundle has no gravacd-nccl: $(cat "$root/build-gpu-bundle/no-nccl" 2>/dev/null ||
+      echo 'made by a script without it')" >"$out/nccl_job.skip"
+  fi
 fi
 build_s=$(( $(date +%s) - start ))
 say "$mode ready after ${build_s}s"
@@ -150,6 +202,44 @@ set -e
 say "job (gravacrun -np 2 --nodes 2, CUDA tensors): exit $(cat "$out/job2.rc")"
 [[ "$(cat "$out/job2.rc")" == 0 ]] || tail -n 20 "$out/job2.err" "$out/job2.out" >>"$log"
 
+# The same 1-node job with gravacd's engine on NCCL device collectives (a 1-rank communicator on
+# this GPU): the IPC handoff, the local reduce and the compression on the device, the device step
+# over NCCL, results written into the workers' buffers device to device. gravacd-nccl needs a
+# libnccl.so.2: the system's, else one from python3's packages (appended to LD_LIBRARY_PATH).
+nccl_ld="${LD_LIBRARY_PATH:-}"
+if [[ ! -f "$out/nccl_job.skip" ]] && ldd "$bin_dir/gravacd-nccl" | grep -q 'libnccl.* not found'; then
+  nccl_dir="$(python3 - 2>/dev/null <<'EOF' || true
+import glob, os, site, sys
+for r in site.getsitepackages() + [site.getusersitepackages()] + sys.path:
+    for p in sorted(glob.glob(os.path.join(r, "nvidia", "**", "libnccl.so.2"), recursive=True)):
+        print(os.path.dirname(p))
+        sys.exit(0)
+EOF
+)"
+  if [[ -n "$nccl_dir" ]]; then
+    nccl_ld="${nccl_ld:+$nccl_ld:}$nccl_dir"
+    say "nccl job: libnccl.so.2 from $nccl_dir"
+  else
+    echo "no libnccl.so.2 on this machine for gravacd-nccl (not on the loader's path nor in" \
+      "python3's nvidia packages)" >"$out/nccl_job.skip"
+  fi
+fi
+if [[ -f "$out/nccl_job.skip" ]]; then
+  echo 77 >"$out/nccl_job.rc"
+  say "nccl job: skipped: $(cat "$out/nccl_job.skip")"
+else
+  set +e
+  (cd "$out" && LD_LIBRARY_PATH="$nccl_ld" NCCL_DEBUG="${NCCL_DEBUG:-WARN}" timeout 240 \
+    "$bin_dir/gravacrun" -np 2 --gravacd_path "$bin_dir/gravacd-nccl" \
+    --daemon_args=--device_collectives=nccl -- "$bin_dir/gravac-cuda-job-worker" --steps 20 \
+    --count 4194304 >"$out/nccl_job.out" 2>"$out/nccl_job.err")
+  echo $? >"$out/nccl_job.rc"
+  set -e
+  say "nccl job (gravacrun -np 2, --device_collectives=nccl, CUDA tensors): exit" \
+    "$(cat "$out/nccl_job.rc")"
+  [[ "$(cat "$out/nccl_job.rc")" == 0 ]] || tail -n 30 "$out/nccl_job.err" "$out/nccl_job.out" >>"$log"
+fi
+
 # The same through gravac.torch (build mode only: the bundle carries no Python package).
 torch_cuda=0
 if [[ "$mode" == build ]] && python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' \
@@ -172,7 +262,7 @@ fi
 total_s=$(( $(date +%s) - start ))
 set +e
 python3 - "$out" "$mode" "$build_s" "$total_s" "${gpu_tests[*]}" <<'EOF' | tee -a "$log"
-import datetime, json, os, sys
+import datetime, json, os, re, sys
 out, mode, build_s, total_s, tests = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5].split()
 def load(name):
     try:
@@ -232,6 +322,10 @@ def job(name):
     mapped = [l for l in logs if "CUDA IPC handoff: mapped" in l]
     staged = [l for l in logs if "staged through host memory" in l]
     gpu_compression = [l for l in logs if "GPU compression: CUDA device" in l]
+    # gravacd's engine: the collectives chosen at the job's start, and "device step: ..." once
+    # when its first group ran over device collectives (executor_device.cc, SayDeviceStep).
+    chosen = [l for l in logs if re.search(r"device collectives: \w+ \(", l)]
+    device_step = [l for l in logs if "device step: " in l]
     err = os.path.join(out, name + ".err")
     final = [l for l in open(err, errors="replace").read().splitlines()
              if "final:" in l] if os.path.exists(err) else []
@@ -242,6 +336,8 @@ def job(name):
             "staged_lines": staged[:4],
             "ipc_handoff": len(mapped) >= 2 and not staged,
             "gpu_compression_lines": gpu_compression[:4],
+            "device_collectives_lines": chosen[:4],
+            "device_step_lines": device_step[:4],
             "path": ("CUDA IPC handoff (gravacd maps the workers' device buffers and reduces "
                      "them in host memory)" if mapped and not staged
                      else "host staging by libgravac (see staged_lines)")
@@ -249,6 +345,21 @@ def job(name):
                        "memory)" if gpu_compression else "; gravacd compresses with its CPU kernels")}
 s["job_2_workers_gpu"] = job("job")
 s["job_2_nodes_gpu"] = job("job2")
+if rc("nccl_job") == 77 and os.path.exists(os.path.join(out, "nccl_job.skip")):
+    s["job_2_workers_gpu_nccl"] = {"exit": 77, "status": "skipped: " +
+                                   open(os.path.join(out, "nccl_job.skip")).read().strip()}
+else:
+    s["job_2_workers_gpu_nccl"] = job("nccl_job")
+    ran = any("device step: nccl" in l for l in s["job_2_workers_gpu_nccl"]["device_step_lines"])
+    s["job_2_workers_gpu_nccl"]["device_step_ran"] = ran
+    if ran:
+        s["job_2_workers_gpu_nccl"]["path"] += (
+            "; gravacd's engine ran its step over NCCL device collectives (results handed back "
+            "in device memory)")
+nccl_job = s["job_2_workers_gpu_nccl"]
+nccl_job["note"] = ("gravacd --device_collectives=nccl (1 node: a 1-rank NCCL communicator); "
+                    "decides ok when it ran: exit 0, replicas identical, the device step in "
+                    "gravacd's log")
 torch_lines = []
 if os.path.exists(os.path.join(out, "torch_job.out")):
     torch_lines = [l for l in open(os.path.join(out, "torch_job.out"), errors="replace").read().splitlines()
@@ -259,7 +370,9 @@ s["torch_job_2_workers_gpu"] = {"exit": rc("torch_job"), "lines": torch_lines,
 ok = (all(not v.get("failed") and "status" not in v for n, v in s["tests"].items() if n != "transport_nccl_test")
       and rc("kernels_bench") == 0 and rc("handoff_bench") == 0 and rc("job") == 0
       and s["job_2_workers_gpu"]["replicas_identical"]
-      and s["job_2_workers_gpu"]["ipc_handoff"])
+      and s["job_2_workers_gpu"]["ipc_handoff"]
+      and ("status" in nccl_job or (nccl_job["exit"] == 0 and nccl_job["replicas_identical"]
+                                    and nccl_job["device_step_ran"])))
 s["ok"] = ok
 with open(os.path.join(out, "gpu_check.json"), "w") as f:
     json.dump(s, f, indent=1)

@@ -294,13 +294,21 @@ absl::Status Executor::RunOnSet(const Group& group, std::vector<WorkItem>& items
   absl::Status status;
   switch (group.mode) {
     case GroupMode::kDenseAllreduce:
-      status = RunsOnDevice(group, items) ? RunDenseOnDevice(group, items, results)
-                                          : RunDense(group, items, results);
+      if (RunsOnDevice(group, items)) {
+        status = RunDenseOnDevice(group, items, results);
+        if (status.ok()) SayDeviceStep("dense_allreduce");
+      } else {
+        status = RunDense(group, items, results);
+      }
       LogGroup(group, items, 1.0, "dense_allreduce");
       return status;
     case GroupMode::kSparseAllreduce:
-      status = RunsOnDevice(group, items) ? RunSparseOnDevice(group, items, results)
-                                          : RunSparse(group, items, results);
+      if (RunsOnDevice(group, items)) {
+        status = RunSparseOnDevice(group, items, results);
+        if (status.ok()) SayDeviceStep("sparse_allgather");
+      } else {
+        status = RunSparse(group, items, results);
+      }
       LogGroup(group, items, group.theta, "sparse_allgather");
       return status;
     case GroupMode::kAllgather:

@@ -304,6 +304,10 @@ class Executor {
   absl::Status StageHost(kernels::CompressionBackend* dev, uint8_t* dst, const void* host,
                          size_t bytes);
   void SayHostPath(const std::string& why);
+  // Logs, once per Executor (per job), that the device step ran a group: the first group whose
+  // exchange over the device collectives completed (`collective`: its kind), naming the
+  // collectives and their CUDA device. scripts/gpu_check.sh greps for "device step: ".
+  void SayDeviceStep(std::string_view collective);
 
   StepStats* StatsFor(const WorkItem& item);
   void AddNorms(const WorkItem& item, const Compensated& c);
@@ -344,6 +348,7 @@ class Executor {
   std::vector<int64_t> device_headers_;
   std::unique_ptr<DeviceResults> device_results_;  // the device step's results, handed back
   std::set<std::string> said_host_path_;
+  bool said_device_step_ = false;
   BackgroundCall exchange_;  // last member: joined before the buffers above are destroyed
 };
 

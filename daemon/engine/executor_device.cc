@@ -5,6 +5,7 @@
 // HostDeviceCollectives do; NCCL's own order is its own).
 #include <algorithm>
 #include <cstring>
+#include <string_view>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -40,6 +41,16 @@ void Executor::SayHostPath(const std::string& why) {
   GRAVAC_LOG(*options_.log, kInfo,
              "device collectives (%s): %s run over the host data plane (said once)",
              options_.device_collectives->name(), why);
+}
+
+void Executor::SayDeviceStep(std::string_view collective) {
+  if (said_device_step_ || options_.log == nullptr) return;
+  said_device_step_ = true;
+  GRAVAC_LOG(*options_.log, kInfo,
+             "device step: %s collectives on CUDA device %d (first group: %s, its data in device "
+             "memory; said once)",
+             options_.device_collectives->name(), options_.device_collectives->device(),
+             collective);
 }
 
 bool Executor::RunsOnDevice(const Group& group, const std::vector<WorkItem>& items) {

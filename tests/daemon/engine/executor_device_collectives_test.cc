@@ -550,6 +550,57 @@ TEST(ExecutorDeviceCollectivesTest, WithoutABackendForResultBuffersResultsGoToTh
   EXPECT_THAT(lines, HasSubstr("out of device memory for a backend"));
 }
 
+// The first group whose exchange ran over the device collectives is said once per executor (per
+// job), naming the collectives and their device (scripts/gpu_check.sh greps for it); a group
+// that fell back to the host path, a host-only job and a device exchange that failed say nothing.
+TEST(ExecutorDeviceCollectivesTest, TheDeviceStepIsSaidOncePerExecutor) {
+  char* text = nullptr;
+  size_t size = 0;
+  std::FILE* sink = open_memstream(&text, &size);
+  ASSERT_NE(sink, nullptr);
+  constexpr char kSaid[] = "device step: fake-nccl collectives on CUDA device 0";
+  auto count = [&]() {
+    std::fflush(sink);
+    const std::string lines(text, size);
+    int n = 0;
+    for (size_t at = lines.find(kSaid); at != std::string::npos; at = lines.find(kSaid, at + 1)) {
+      ++n;
+    }
+    return n;
+  };
+  {
+    Logger log("gravacd[test]", LogLevel::kInfo, sink);
+    std::mt19937 rng(31);
+    {
+      DeviceJob failing({.log = &log});
+      for (int n = 0; n < 2; ++n) failing.nccl(n).FailNext(FakeNcclCollectives::Op::kAllreduceSum);
+      const auto got = failing.Run(0, 1, 40, Tensors(rng, collectives::ReduceOp::kSum), true);
+      for (int n = 0; n < 2; ++n) EXPECT_FALSE(got.run[n].ok());
+      EXPECT_EQ(count(), 0) << "a failed device exchange ran no group";
+    }
+    DeviceJob host({.device_collectives = false, .log = &log});
+    DeviceJob device({.log = &log});
+    std::vector<StepTensor> mixed = Tensors(rng, collectives::ReduceOp::kSum);
+    mixed[1].memory = MemoryType::kHost;
+    for (const auto& got : {host.Run(0, 10, 40, Tensors(rng, collectives::ReduceOp::kSum), true),
+                            device.Run(0, 10, 40, mixed, true)}) {
+      for (int n = 0; n < 2; ++n) EXPECT_THAT(got.run[n], IsOk());
+    }
+    EXPECT_EQ(count(), 0) << "host-path groups only";
+    for (int64_t step = 1; step < 5; ++step) {
+      const auto got = device.Run(step, step % 2 == 0 ? 1 : 10, 40,
+                                  Tensors(rng, collectives::ReduceOp::kAverage), true);
+      for (int n = 0; n < 2; ++n) EXPECT_THAT(got.run[n], IsOk());
+      EXPECT_EQ(count(), 2) << "once per executor, step " << step;
+    }
+  }
+  std::fclose(sink);
+  const std::string lines(text, size);
+  std::free(text);
+  EXPECT_THAT(lines, HasSubstr(absl::StrCat(kSaid, " (first group: sparse_allgather")));
+  EXPECT_THAT(lines, ::testing::Not(HasSubstr("first group: dense_allreduce")));
+}
+
 // A non-finite gradient on node 1 fails that tensor on both nodes with the host path's error
 // (sparse: node 1's error block reaches node 0); the other tensor and the next step are fine.
 // Dense: the NaN is summed into both nodes' results, as on the host path.
