@@ -331,39 +331,19 @@ absl::Status Executor::RunDense(const Group& group, std::vector<WorkItem>& items
   size_t total = 0;
   for (size_t i : group.members) total += Bytes(items[i]);
   std::vector<uint8_t> buffer(total);
-  size_t offset = 0;
-  std::vector<absl::Status> staged(group.members.size());
-  for (size_t m = 0; m < group.members.size(); ++m) {
-    const size_t i = group.members[m];
-    WorkItem& item = items[i];
-    const std::vector<uint8_t>& g = item.tensor->data;
-    // g as is (host memory) where it is sent uncompensated; a sum that cannot be copied out of
-    // device memory is sent as zeros and fails the tensor here.
-    auto send_g = [&] {
-      staged[m] = HostData(item);
-      if (staged[m].ok() && !g.empty()) std::memcpy(buffer.data() + offset, g.data(), g.size());
-    };
-    if (Compressible(item.ready.spec, compressor_.get())) {
-      // A dense step of a compressed tensor sends p = g + e and clears e.
-      Compensated& c = compensated_;
-      absl::Status s = Compensate(item, &c);
-      if (s.ok()) s = CopyP(item, c, buffer.data() + offset, Bytes(item));
-      if (s.ok()) s = ClearResidual(item, c);
-      if (s.ok()) {
-        AddNorms(item, c);
-      } else {
-        // Non-finite input: sent as is (the sum carries the NaN to every node), residual kept.
-        StatsFor(item);
-        send_g();
-      }
-    } else {
-      StatsFor(item);
-      send_g();
-    }
-    const size_t bytes = Bytes(item);
-    if (StepStats* st = StatsFor(item)) st->stats.bytes_sent += RingBytes(bytes, comm_->size());
-    offset += bytes;
-  }
+  const std::vector<absl::Status> staged = StageDense(
+      group, items,
+      [&](const WorkItem& item, const Compensated& c, size_t offset) {
+        return CopyP(item, c, buffer.data() + offset, Bytes(item));
+      },
+      // g as is (host memory); a sum that cannot be copied out of device memory is sent as zeros
+      // (the buffer's) and fails the tensor here.
+      [&](const WorkItem& item, size_t offset) {
+        absl::Status s = HostData(item);
+        const std::vector<uint8_t>& g = item.tensor->data;
+        if (s.ok() && !g.empty()) std::memcpy(buffer.data() + offset, g.data(), g.size());
+        return s;
+      });
   MarkExchange(true);
   RETURN_IF_ERROR(TimedCollective(options_.metrics, CollectiveOp::kDenseAllreduce, [&] {
     return comm_->Allreduce(buffer.data(), buffer.data(), total / elem, type,
@@ -374,7 +354,7 @@ absl::Status Executor::RunDense(const Group& group, std::vector<WorkItem>& items
   if (options_.metrics) {
     options_.metrics->AddSentBytes(BytesKind::kDense, RingBytes(total, comm_->size()));
   }
-  offset = 0;
+  size_t offset = 0;
   for (size_t m = 0; m < group.members.size(); ++m) {
     const size_t i = group.members[m];
     TensorResult& r = (*results)[i];
@@ -393,6 +373,38 @@ absl::Status Executor::RunDense(const Group& group, std::vector<WorkItem>& items
     offset += bytes;
   }
   return absl::OkStatus();
+}
+
+std::vector<absl::Status> Executor::StageDense(
+    const Group& group, std::vector<WorkItem>& items,
+    absl::FunctionRef<absl::Status(const WorkItem&, const Compensated&, size_t offset)> stage_p,
+    absl::FunctionRef<absl::Status(const WorkItem&, size_t offset)> stage_g) {
+  std::vector<absl::Status> staged(group.members.size());
+  size_t offset = 0;
+  for (size_t m = 0; m < group.members.size(); ++m) {
+    WorkItem& item = items[group.members[m]];
+    if (Compressible(item.ready.spec, compressor_.get())) {
+      // A dense step of a compressed tensor sends p = g + e and clears e.
+      Compensated& c = compensated_;
+      absl::Status s = Compensate(item, &c);
+      if (s.ok()) s = stage_p(item, c, offset);
+      if (s.ok()) s = ClearResidual(item, c);
+      if (s.ok()) {
+        AddNorms(item, c);
+      } else {
+        // Non-finite input: sent as is (the sum carries the NaN to every node), residual kept.
+        StatsFor(item);
+        staged[m] = stage_g(item, offset);
+      }
+    } else {
+      StatsFor(item);
+      staged[m] = stage_g(item, offset);
+    }
+    const size_t bytes = Bytes(item);
+    if (StepStats* st = StatsFor(item)) st->stats.bytes_sent += RingBytes(bytes, comm_->size());
+    offset += bytes;
+  }
+  return staged;
 }
 
 absl::Status Executor::PrepareSent(const WorkItem& item, double theta, SparseMember* m) {

@@ -98,6 +98,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -232,6 +233,17 @@ class Executor {
                       Level level);
   absl::Status ClearResidual(const WorkItem& item, const Compensated& c);
   absl::Status CopyP(const WorkItem& item, const Compensated& c, void* out, size_t bytes);
+  // A dense step's staging, shared by RunDense (host buffer) and RunDenseOnDevice (device
+  // buffer): the group's members in order, each Bytes(item) at the next offset of the group's
+  // buffer. A compressed tensor sends p = g + e (stage_p writes p at `offset`), its residual
+  // cleared and its norms added; on an error there (non-finite input) it sends g as is, the
+  // residual kept. An uncompressed tensor sends g (stage_g writes g at `offset` and returns the
+  // member's status: on an error its bytes must be zeros and the tensor fails). Counts each
+  // member's bytes_sent. Returns each member's staged status, in member order.
+  std::vector<absl::Status> StageDense(
+      const Group& group, std::vector<WorkItem>& items,
+      absl::FunctionRef<absl::Status(const WorkItem&, const Compensated&, size_t offset)> stage_p,
+      absl::FunctionRef<absl::Status(const WorkItem&, size_t offset)> stage_g);
   // The candidate's level at θ_c from θ_min's (multi-level compression) and both norms.
   absl::Status CandidateFromMin(const WorkItem& item, Compensated* c);
   // A tensor on a device backend: selects the levels asked for there (θ_min's; θ_c's straight

@@ -223,32 +223,13 @@ absl::Status Executor::RunDenseOnDevice(const Group& group, std::vector<WorkItem
   size_t total = 0;
   for (size_t i : group.members) total += Bytes(items[i]);
   ASSIGN_OR_RETURN(uint8_t * buffer, DeviceScratch(dev, &device_buffer_, total));
-  size_t offset = 0;
-  std::vector<absl::Status> staged(group.members.size());
-  for (size_t m = 0; m < group.members.size(); ++m) {
-    WorkItem& item = items[group.members[m]];
-    auto send_g = [&] { staged[m] = StageG(item, dev, buffer + offset); };
-    if (Compressible(item.ready.spec, compressor_.get())) {
-      // A dense step of a compressed tensor sends p = g + e and clears e.
-      Compensated& c = compensated_;
-      absl::Status s = Compensate(item, &c);
-      if (s.ok()) s = StageP(item, c, dev, buffer + offset);
-      if (s.ok()) s = ClearResidual(item, c);
-      if (s.ok()) {
-        AddNorms(item, c);
-      } else {
-        // Non-finite input: sent as is (the sum carries the NaN to every node), residual kept.
-        StatsFor(item);
-        send_g();
-      }
-    } else {
-      StatsFor(item);
-      send_g();
-    }
-    const size_t bytes = Bytes(item);
-    if (StepStats* st = StatsFor(item)) st->stats.bytes_sent += RingBytes(bytes, comm_->size());
-    offset += bytes;
-  }
+  // RunDense's staging into device memory: copied within the device where p or g lies there.
+  const std::vector<absl::Status> staged = StageDense(
+      group, items,
+      [&](const WorkItem& item, const Compensated& c, size_t offset) {
+        return StageP(item, c, dev, buffer + offset);
+      },
+      [&](const WorkItem& item, size_t offset) { return StageG(item, dev, buffer + offset); });
   // The collectives' stream must see the staged buffer: the backend's queued copies first.
   RETURN_IF_ERROR(dev->Synchronize());
   MarkExchange(true);
@@ -261,7 +242,7 @@ absl::Status Executor::RunDenseOnDevice(const Group& group, std::vector<WorkItem
   if (options_.metrics) {
     options_.metrics->AddSentBytes(BytesKind::kDense, RingBytes(total, comm_->size()));
   }
-  offset = 0;
+  size_t offset = 0;
   bool queued = false;  // a result handed in device memory (TakeResult)
   for (size_t m = 0; m < group.members.size(); ++m) {
     const size_t i = group.members[m];
