@@ -41,8 +41,9 @@ constexpr SettingSpec kSettings[] = {
      "collectives between nodes for the job's device buffers: nccl (NCCL allreduce and "
      "allgather on device memory; needs NCCL in every node's gravacd and its workers' device "
      "tensors), host (the host data plane), auto (nccl when every node can, else host); agreed "
-     "at the job's start, a mix of nccl and host is refused. Default host: the engine does not use "
-     "the device collectives yet, so auto or nccl would only make an NCCL communicator at start"},
+     "at the job's start, a mix of nccl and host is refused. With nccl the engine runs the dense "
+     "and sparse steps of fp32 device tensors in device memory (other groups on the host data "
+     "plane). Default host: the nccl path has not run on a GPU yet"},
     {"nccl_device", "GRAVAC_NCCL_DEVICE", "0",
      "CUDA device of gravacd's NCCL communicator (the device of the engine's device buffers)",
      SettingType::kInt},

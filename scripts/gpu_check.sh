@@ -338,8 +338,9 @@ def job(name):
             "gpu_compression_lines": gpu_compression[:4],
             "device_collectives_lines": chosen[:4],
             "device_step_lines": device_step[:4],
-            "path": ("CUDA IPC handoff (gravacd maps the workers' device buffers and reduces "
-                     "them in host memory)" if mapped and not staged
+            "path": ("CUDA IPC handoff (gravacd maps the workers' device buffers; an fp32 "
+                     "allreduce of one device's buffers is summed on that device)"
+                     if mapped and not staged
                      else "host staging by libgravac (see staged_lines)")
                     + ("; gravacd compresses them on the GPU (CUDA backend, residuals in device "
                        "memory)" if gpu_compression else "; gravacd compresses with its CPU kernels")}
