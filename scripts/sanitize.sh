@@ -35,7 +35,7 @@ run_kind() {
   local regex
   regex="^($(IFS='|'; echo "$*"))\\."
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+    TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions="$root/scripts/tsan.supp" \
     ctest --test-dir "$dir" -R "$regex" -LE 'netns|gpu|slow|bench' --output-on-failure \
       --timeout 600 -j "$jobs"
 }
