@@ -7,10 +7,10 @@
 // reference to the DeviceData goes (after the local side wrote it to the workers' buffers:
 // ipc::DeviceAccess::WriteFromDevice returns once its copy finished).
 //
-// The buffers come from a compression backend of the device owned here (not the step's, which
-// the Executor owns): it allocates them and copies a result to host memory for whoever needs it
-// there (ResultHostData). The pool and that backend live as long as the last DeviceData, so a
-// result may outlive the Executor.
+// The buffers come from a DeviceBuffers (daemon/local/device_buffer_pool.h) over a compression
+// backend of the device owned here (not the step's, which the Executor owns): it allocates them
+// and copies a result to host memory for whoever needs it there (ResultHostData). The pool and
+// that backend live as long as the last DeviceData, so a result may outlive the Executor.
 //
 // Thread-safety: Copy is called by the engine thread; the DeviceData it returns may be read and
 // released on any thread (the pool and the owned backend are serialised by a mutex).
@@ -32,7 +32,7 @@ class DeviceResults {
   // Over `backend`, a compression backend of the device the results will lie on.
   explicit DeviceResults(std::unique_ptr<kernels::CompressionBackend> backend);
 
-  int device() const { return device_; }
+  int device() const { return buffers_->device(); }
 
   // A buffer of the pool holding `bytes` bytes copied from `src` (memory of that device) by
   // `dev`'s CopyWithin: queued on dev's stream, so the caller synchronises `dev` before it hands
@@ -41,13 +41,10 @@ class DeviceResults {
   absl::StatusOr<std::shared_ptr<const DeviceData>> Copy(kernels::CompressionBackend& dev,
                                                          const void* src, size_t bytes);
 
-  DeviceBufferPool::Counts counts() const;
-
-  struct Shared;  // internal: the owned backend, the pool, their mutex
+  DeviceBufferPool::Counts counts() const { return buffers_->counts(); }
 
  private:
-  int device_;
-  std::shared_ptr<Shared> shared_;
+  std::shared_ptr<DeviceBuffers> buffers_;
 };
 
 }  // namespace gravac::daemon::internal

@@ -4,6 +4,7 @@
 #include <iterator>
 #include <utility>
 
+#include "core/mutex.h"
 #include "core/status.h"
 
 namespace gravac::daemon {
@@ -53,6 +54,56 @@ void DeviceBufferPool::TrimTo(size_t limit) {
     by_age_.pop_front();  // freed by the backend's memory
     counts_.free_bytes -= bytes;
   }
+}
+
+class DeviceBuffers::Buffer : public DeviceData {
+ public:
+  Buffer(std::shared_ptr<DeviceBuffers> owner, std::unique_ptr<kernels::BackendMemory> block)
+      : owner_(std::move(owner)), block_(std::move(block)) {}
+  ~Buffer() override {
+    MutexLock lock(&owner_->mu_);
+    owner_->pool_.Return(std::move(block_));
+  }
+  int device() const override { return owner_->device_; }
+  const void* data() const override { return block_->data(); }
+  size_t bytes() const override { return block_->bytes(); }
+  absl::Status CopyToHost(void* host) const override {
+    if (block_->bytes() == 0) return absl::OkStatus();
+    MutexLock lock(&owner_->mu_);
+    return owner_->backend_->CopyToHost(host, block_->data(), block_->bytes());
+  }
+
+ private:
+  std::shared_ptr<DeviceBuffers> owner_;
+  std::unique_ptr<kernels::BackendMemory> block_;
+};
+
+std::shared_ptr<DeviceBuffers> DeviceBuffers::Make(
+    std::unique_ptr<kernels::CompressionBackend> backend) {
+  std::shared_ptr<DeviceBuffers> d(new DeviceBuffers(backend->device()));
+  MutexLock lock(&d->mu_);
+  d->backend_ = std::move(backend);
+  return d;
+}
+
+absl::StatusOr<std::shared_ptr<const DeviceData>> DeviceBuffers::Fill(
+    size_t bytes,
+    absl::FunctionRef<absl::Status(kernels::CompressionBackend&, kernels::BackendMemory&)> fill) {
+  MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(std::unique_ptr<kernels::BackendMemory> block, pool_.Take(bytes, *backend_));
+  if (absl::Status s = fill(*backend_, *block); !s.ok()) {
+    // Back to the pool: work still queued on it (a failed launch) is on the backend's stream,
+    // where every later use of the buffer queues after.
+    pool_.Return(std::move(block));
+    return s;
+  }
+  return std::shared_ptr<const DeviceData>(
+      std::make_shared<Buffer>(shared_from_this(), std::move(block)));
+}
+
+DeviceBufferPool::Counts DeviceBuffers::counts() const {
+  MutexLock lock(&mu_);
+  return pool_.counts();
 }
 
 }  // namespace gravac::daemon

@@ -25,7 +25,10 @@
 #include <memory>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
+#include "core/mutex.h"
+#include "daemon/engine/device_data.h"
 #include "kernels/backend.h"
 
 namespace gravac::daemon {
@@ -65,6 +68,43 @@ class DeviceBufferPool {
   ByAge by_age_;                                            // oldest first
   std::map<size_t, std::vector<ByAge::iterator>> by_size_;  // per size, oldest first
   Counts counts_;
+};
+
+// DeviceBuffers: one device's compression backend and its DeviceBufferPool behind one mutex, and
+// the DeviceData it fills in the pool's buffers: the local reduce's sums (device_reduce.h) and the
+// engine's device results (daemon/engine/device_results.h). Each DeviceData holds the
+// DeviceBuffers, so its buffer goes back to the pool when the last reference goes, and the pool
+// and the backend that frees it live as long as that, whoever made them.
+//
+// Thread-safety: thread-safe (the mutex serialises the pool, the backend and the DeviceData's
+// copies to the host); the DeviceData may be read and released on any thread.
+class DeviceBuffers : public std::enable_shared_from_this<DeviceBuffers> {
+ public:
+  // `backend`: of the device whose memory the buffers are (not null).
+  static std::shared_ptr<DeviceBuffers> Make(std::unique_ptr<kernels::CompressionBackend> backend);
+
+  int device() const { return device_; }
+
+  // Takes a buffer of exactly `bytes` bytes from the pool (contents unspecified), runs
+  // `fill(backend, buffer)` on it under the mutex, and hands it over as a DeviceData. When
+  // `fill` fails the buffer goes back to the pool and fill's error is returned; so does the
+  // backend's when no buffer can be had. What `fill` queued must be complete when it returns OK
+  // (the DeviceData contract), or be ordered before every later reader by the caller.
+  absl::StatusOr<std::shared_ptr<const DeviceData>> Fill(
+      size_t bytes,
+      absl::FunctionRef<absl::Status(kernels::CompressionBackend&, kernels::BackendMemory&)> fill);
+
+  DeviceBufferPool::Counts counts() const;
+
+ private:
+  class Buffer;  // the DeviceData
+
+  explicit DeviceBuffers(int device) : device_(device) {}
+
+  const int device_;
+  mutable Mutex mu_;
+  std::unique_ptr<kernels::CompressionBackend> backend_ ABSL_GUARDED_BY(mu_);
+  DeviceBufferPool pool_ ABSL_GUARDED_BY(mu_);  // declared after backend_: its buffers freed first
 };
 
 }  // namespace gravac::daemon

@@ -74,14 +74,12 @@ class BackendDeviceReduce : public DeviceReduce {
   // The counts of device `device`'s pool of sums (all zero before its first use).
   DeviceBufferPool::Counts PoolCounts(int device);
 
-  struct Device;  // internal: a device's backend, its pool, and the mutex that serialises them
-
  private:
-  absl::StatusOr<std::shared_ptr<Device>> DeviceFor(int device);
+  absl::StatusOr<std::shared_ptr<DeviceBuffers>> DeviceFor(int device);
 
   kernels::DeviceBackendFactory make_backend_;
   Mutex mu_;
-  std::map<int, std::shared_ptr<Device>> devices_ ABSL_GUARDED_BY(mu_);
+  std::map<int, std::shared_ptr<DeviceBuffers>> devices_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gravac::daemon
