@@ -65,9 +65,10 @@
 //    exactly), given collectives whose allreduce sums as the Communicator's ring does (the host
 //    ones do; NCCL's order is its own).
 //  - results (TakeResult): when the node's workers of the tensor are on the collectives' device
-//    (NodeTensor::device), each result is copied within the device into a buffer of its own from
-//    a per-device pool (device_results.h; the step's scratch is reused by the next group), the
-//    backend synchronised once per group, and handed back in device memory
+//    (NodeTensor::device), each result is built in a buffer of its own from a per-device pool
+//    (device_results.h: a sparse sum straight in it; a dense one copied within the device out of
+//    the fused buffer, which the next group reuses), the backend synchronised once per group,
+//    and handed back in device memory
 //    (TensorResult::device_data, `data` empty): the local side writes it into the workers'
 //    mapped buffers device to device, and whatever needs host bytes copies it once
 //    (ResultHostData, types.h). Otherwise (device unknown, e.g. staged by the client, or another
@@ -296,13 +297,19 @@ class Executor {
   absl::Status StageG(const WorkItem& item, kernels::CompressionBackend* dev, uint8_t* dst);
   absl::Status StageP(const WorkItem& item, const Compensated& c, kernels::CompressionBackend* dev,
                       uint8_t* dst);
-  // The device step's result of `item` (`bytes` at `sum` in dev's memory) into *r: handed in a
-  // buffer of its own in device memory (r->device_data, from DeviceResultsOn; *queued set: the
-  // copy is queued on dev's stream and the caller synchronises dev before the results go) when
-  // the node's workers of the tensor are on dev's device (NodeTensor::device), else copied once
-  // to host memory: into *host, which then becomes r->data.
-  absl::Status TakeResult(const WorkItem& item, kernels::CompressionBackend* dev, const void* sum,
-                          size_t bytes, std::vector<uint8_t>* host, TensorResult* r, bool* queued);
+  // The device step's result of `item` (`bytes` bytes of dev's memory that `build(out)` writes
+  // with dev's operations) into *r: built in a buffer of its own in device memory and handed so
+  // (r->device_data, from DeviceResultsOn; *queued set: build is queued on dev's stream and the
+  // caller synchronises dev before the results go) when the node's workers of the tensor are on
+  // dev's device (NodeTensor::device); else built at `scratch()` (dev's memory, at least `bytes`;
+  // asked for only then) and copied once to host memory: into *host, which then becomes r->data.
+  absl::Status TakeResult(const WorkItem& item, kernels::CompressionBackend* dev, size_t bytes,
+                          absl::FunctionRef<absl::StatusOr<uint8_t*>()> scratch,
+                          absl::FunctionRef<absl::Status(void*)> build, std::vector<uint8_t>* host,
+                          TensorResult* r, bool* queued);
+  // A result whose sum on dev failed with `s`: no data, its status naming tensor and device.
+  static void FailSum(const WorkItem& item, const kernels::CompressionBackend& dev,
+                      const absl::Status& s, TensorResult* r);
   // After the results of a group were taken: synchronises dev when a result was queued, and on
   // its error fails each result handed in device memory, naming the tensor and device.
   void FinishResults(const Group& group, const std::vector<WorkItem>& items,

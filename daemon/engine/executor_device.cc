@@ -184,20 +184,33 @@ DeviceResults* Executor::DeviceResultsOn(kernels::CompressionBackend* dev) {
 }
 
 absl::Status Executor::TakeResult(const WorkItem& item, kernels::CompressionBackend* dev,
-                                  const void* sum, size_t bytes, std::vector<uint8_t>* host,
-                                  TensorResult* r, bool* queued) {
+                                  size_t bytes,
+                                  absl::FunctionRef<absl::StatusOr<uint8_t*>()> scratch,
+                                  absl::FunctionRef<absl::Status(void*)> build,
+                                  std::vector<uint8_t>* host, TensorResult* r, bool* queued) {
   if (item.tensor->device == dev->device()) {
     if (DeviceResults* pool = DeviceResultsOn(dev)) {
-      ASSIGN_OR_RETURN(r->device_data, pool->Copy(*dev, sum, bytes));
+      ASSIGN_OR_RETURN(r->device_data, pool->Build(*dev, bytes, build));
       r->data.clear();
       *queued = true;
       return absl::OkStatus();
     }
   }
+  ASSIGN_OR_RETURN(uint8_t * at, scratch());
+  RETURN_IF_ERROR(build(at));
   host->resize(bytes);
-  if (bytes > 0) RETURN_IF_ERROR(dev->CopyToHost(host->data(), sum, bytes));
+  if (bytes > 0) RETURN_IF_ERROR(dev->CopyToHost(host->data(), at, bytes));
   if (host != &r->data) r->data = std::move(*host);
   return absl::OkStatus();
+}
+
+void Executor::FailSum(const WorkItem& item, const kernels::CompressionBackend& dev,
+                       const absl::Status& s, TensorResult* r) {
+  r->data.clear();
+  r->device_data.reset();
+  r->status =
+      absl::Status(s.code(), absl::StrFormat("tensor '%s': the sum on CUDA device %d: %s",
+                                             item.ready.spec.name, dev.device(), s.message()));
 }
 
 void Executor::FinishResults(const Group& group, const std::vector<WorkItem>& items,
@@ -249,7 +262,8 @@ absl::Status Executor::RunDenseOnDevice(const Group& group, std::vector<WorkItem
     TensorResult& r = (*results)[i];
     const size_t bytes = Bytes(items[i]);
     r.collective = "dense_allreduce";
-    auto* sum = reinterpret_cast<float*>(buffer + offset);
+    uint8_t* sum_bytes = buffer + offset;
+    auto* sum = reinterpret_cast<float*>(sum_bytes);
     offset += bytes;
     if (!staged[m].ok()) {
       r.status = staged[m];
@@ -260,14 +274,18 @@ absl::Status Executor::RunDenseOnDevice(const Group& group, std::vector<WorkItem
       s = dev->DivideAll(sum, static_cast<int64_t>(bytes / sizeof(float)),
                          static_cast<float>(world_size()));
     }
-    if (s.ok()) s = TakeResult(items[i], dev, sum, bytes, &r.data, &r, &queued);
-    if (!s.ok()) {
-      r.data.clear();
-      r.device_data.reset();
-      r.status = absl::Status(
-          s.code(), absl::StrFormat("tensor '%s': the sum on CUDA device %d: %s",
-                                    items[i].ready.spec.name, dev->device(), s.message()));
+    if (s.ok()) {
+      // Out of the fused buffer (which the next group reuses) into a result buffer of its own,
+      // or to the host straight from it.
+      s = TakeResult(
+          items[i], dev, bytes, [&]() -> absl::StatusOr<uint8_t*> { return sum_bytes; },
+          [&](void* out) {
+            return out == sum_bytes || bytes == 0 ? absl::OkStatus()
+                                                  : dev->CopyWithin(out, sum_bytes, bytes);
+          },
+          &r.data, &r, &queued);
     }
+    if (!s.ok()) FailSum(items[i], *dev, s, &r);
   }
   FinishResults(group, items, dev, queued, results);
   return absl::OkStatus();
@@ -473,10 +491,10 @@ absl::Status Executor::RunSparseOnDevice(const Group& group, std::vector<WorkIte
 
   // Each member's sum on the device: zero, every node's message added in node order (so every
   // node's sum is bit-identical, and the host path's: its own-block-first rule only swaps the
-  // first two additions into a zero sum, which commute exactly), the average's division there,
-  // then handed back in a buffer of its own in device memory when the node's workers are on this
-  // device (TakeResult), else one copy to the host, into the tensor's input buffer, which becomes
-  // the result.
+  // first two additions into a zero sum, which commute exactly), the average's division there;
+  // built straight in a buffer of its own, handed back in device memory, when the node's workers
+  // are on this device (TakeResult), else in the step's scratch and copied to the host once, into
+  // the tensor's input buffer, which becomes the result.
   const int world = world_size();
   bool queued = false;  // a result handed in device memory (TakeResult)
   for (size_t m = 0; m < count; ++m) {
@@ -490,27 +508,25 @@ absl::Status Executor::RunSparseOnDevice(const Group& group, std::vector<WorkIte
     }
     const int64_t n_elements = Elements(items[i].ready.spec.shape);
     const size_t bytes = static_cast<size_t>(n_elements) * sizeof(float);
-    ASSIGN_OR_RETURN(uint8_t * sum_bytes, DeviceScratch(dev, &device_buffer_, bytes));
-    auto* sum = reinterpret_cast<float*>(sum_bytes);
-    absl::Status s = dev->Zero(sum, bytes);
-    for (int n = 0; n < p && s.ok(); ++n) {
-      const Part& part = parts[n][m];
-      const auto* idx = reinterpret_cast<const int32_t*>(recv + part.offset);
-      const auto* val =
-          reinterpret_cast<const float*>(recv + part.offset + static_cast<size_t>(part.header) * 4);
-      s = dev->ScatterAdd(idx, val, part.header, 1.0f, sum, n_elements);
-    }
-    if (s.ok() && items[i].ready.spec.reduce_op == collectives::ReduceOp::kAverage) {
-      s = dev->DivideAll(sum, n_elements, static_cast<float>(world));
-    }
-    if (s.ok()) s = TakeResult(items[i], dev, sum, bytes, &items[i].tensor->data, &r, &queued);
-    if (!s.ok()) {
-      r.data.clear();
-      r.device_data.reset();
-      r.status = absl::Status(
-          s.code(), absl::StrFormat("tensor '%s': the sum on CUDA device %d: %s",
-                                    items[i].ready.spec.name, dev->device(), s.message()));
-    }
+    auto build = [&](void* out) {
+      auto* sum = static_cast<float*>(out);
+      absl::Status s = dev->Zero(sum, bytes);
+      for (int n = 0; n < p && s.ok(); ++n) {
+        const Part& part = parts[n][m];
+        const auto* idx = reinterpret_cast<const int32_t*>(recv + part.offset);
+        const auto* val = reinterpret_cast<const float*>(recv + part.offset +
+                                                         static_cast<size_t>(part.header) * 4);
+        s = dev->ScatterAdd(idx, val, part.header, 1.0f, sum, n_elements);
+      }
+      if (s.ok() && items[i].ready.spec.reduce_op == collectives::ReduceOp::kAverage) {
+        s = dev->DivideAll(sum, n_elements, static_cast<float>(world));
+      }
+      return s;
+    };
+    const absl::Status s = TakeResult(
+        items[i], dev, bytes, [&] { return DeviceScratch(dev, &device_buffer_, bytes); }, build,
+        &items[i].tensor->data, &r, &queued);
+    if (!s.ok()) FailSum(items[i], *dev, s, &r);
   }
   FinishResults(group, items, dev, queued, results);
   return absl::OkStatus();

@@ -376,9 +376,11 @@ TEST(ExecutorDeviceCollectivesTest, StepsMatchTheHostPathBitForBit) {
         const int calls[] = {device.nccl(0).calls(), device.nccl(1).calls()};
         const int reduces = device.nccl(0).allreduce_sum, gathers = device.nccl(0).allgatherv;
         const int64_t to_host = device.memory()->to_host, from_host = device.memory()->from_host;
+        const int64_t within = device.memory()->within;
         const auto got = device.Run(static_cast<int64_t>(s), kSteps[s].theta, kSteps[s].theta_c,
                                     tensors, device_sums);
         const int64_t step_to_host = device.memory()->to_host - to_host;
+        const int64_t step_within = device.memory()->within - within;
         const auto want = host.Run(static_cast<int64_t>(s), kSteps[s].theta, kSteps[s].theta_c,
                                    tensors, device_sums);
         // Every result stayed in device memory of the workers' device (0), in a buffer of its own.
@@ -406,6 +408,11 @@ TEST(ExecutorDeviceCollectivesTest, StepsMatchTheHostPathBitForBit) {
         // What crossed to the host in the step, both nodes together: no result (they stayed in
         // device memory), only on a sparse step the headers, from each of the two blocks.
         EXPECT_EQ(step_to_host, 2 * headers);
+        // Within the device, both nodes together: on a dense step p staged into the fused buffer
+        // and each result copied out of it into a buffer of its own; on a sparse step only the
+        // messages into the node's block (each sum is built in its result buffer, no copy).
+        const int64_t messages = block_bytes[s] - 8 * static_cast<int64_t>(tensors.size());
+        EXPECT_EQ(step_within, dense ? 2 * results : 2 * messages);
         if (device_sums) {
           // And to the device: on a sparse step every node's headers (8 bytes per tensor); the
           // sums (given in device memory, FakeDeviceData's own copy in) and the messages never

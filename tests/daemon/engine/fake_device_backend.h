@@ -5,7 +5,7 @@
 // memory", shared by the fakes made on it). Every kernel and copy checks that its backend-side
 // pointers lie in those blocks, as a GPU would fault on host memory: a caller that hands it host
 // memory gets kInternal naming the call. It counts the bytes copied each way, so tests can show
-// what crosses to the host, and the blocks allocated.
+// what crosses to the host, the bytes copied within the device, and the blocks allocated.
 //
 // Thread-safety: as CompressionBackend (one owner); FakeDeviceCopies is thread-safe.
 #ifndef GRAVAC_TESTS_DAEMON_ENGINE_FAKE_DEVICE_BACKEND_H_
@@ -38,6 +38,7 @@ namespace gravac::daemon::testing {
 struct FakeDeviceMemory {
   std::atomic<int64_t> to_host{0};
   std::atomic<int64_t> from_host{0};
+  std::atomic<int64_t> within{0};       // bytes copied within the device (CopyWithin)
   std::atomic<int64_t> allocations{0};  // blocks made by Allocate
   // Failure injection: the next this-many SumSquares calls fail (kInternal) without running, and
   // the Synchronize calls made after such a failure are counted.
@@ -87,6 +88,7 @@ class FakeDeviceBackend : public kernels::CompressionBackend {
   absl::Status CopyWithin(void* dst, const void* src, size_t bytes) override {
     if (absl::Status s = Check("CopyWithin", dst, bytes); !s.ok()) return s;
     if (absl::Status s = Check("CopyWithin", src, bytes); !s.ok()) return s;
+    memory_->within += static_cast<int64_t>(bytes);
     return cpu_->CopyWithin(dst, src, bytes);
   }
   absl::Status Zero(void* dst, size_t bytes) override {
