@@ -181,6 +181,9 @@ absl::Status BackendCompression::CopyMessage(const std::string& name, Level leve
 absl::StatusOr<double> BackendCompression::Norm(const std::string& name, Level level) {
   ASSIGN_OR_RETURN(Tensor * t, Find(name));
   const TopKStep::Message m = level == Level::kMin ? t->step->at_min() : t->step->at_candidate();
+  if (t->backend->memory_type() == MemoryType::kHost) {
+    return kernels::L2Norm(absl::MakeConstSpan(m.values, static_cast<size_t>(m.count)));
+  }
   ASSIGN_OR_RETURN(const double sum_squares, t->backend->SumSquares(m.values, m.count));
   return std::sqrt(sum_squares);
 }

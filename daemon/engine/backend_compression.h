@@ -100,7 +100,9 @@ class BackendCompression {
   absl::Status Select(const std::string& name, Level level, double theta, kernels::Compressed* out);
   // The selected message of `level` into *out (host memory), as Select does.
   absl::Status CopyMessage(const std::string& name, Level level, kernels::Compressed* out);
-  // ‖level's message‖ from the backend's SumSquares over its values where they lie.
+  // ‖level's message‖ over its values where they lie, without a copy: on a device backend from
+  // its SumSquares; on the CPU backend in kernels::L2Norm's order (the CPU compressor path's, bit
+  // for bit).
   absl::StatusOr<double> Norm(const std::string& name, Level level);
   // e = p - the level's message (it was sent); e = 0 (p was sent dense).
   absl::Status Commit(const std::string& name, Level sent);

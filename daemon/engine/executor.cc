@@ -486,11 +486,18 @@ absl::Status Executor::FinishSent(const WorkItem& item, SparseMember* m) {
         levels = LevelsOnDevice(item, c, true, false);
         break;
       }
-      levels = Select(item, *c, Level::kMin, options_.job.theta_min, &c->levels.at_min);
-      if (levels.ok()) {
-        c->levels.norm_min = kernels::L2Norm(c->levels.at_min);
-        c->levels.norm_candidate = kernels::L2Norm(c->levels.at_candidate);
+      if (backend_ != nullptr) {
+        // θ_min's level is not sent: only its norm is needed, taken where it lies (no host copy).
+        const std::string& name = item.ready.spec.name;
+        levels = backend_->Select(name, Level::kMin, options_.job.theta_min, nullptr);
+        absl::StatusOr<double> norm_min = levels.ok() ? backend_->Norm(name, Level::kMin) : 0.0;
+        if (levels.ok()) levels = norm_min.status();
+        if (levels.ok()) c->levels.norm_min = *norm_min;
+      } else {
+        levels = Select(item, *c, Level::kMin, options_.job.theta_min, &c->levels.at_min);
+        if (levels.ok()) c->levels.norm_min = kernels::L2Norm(c->levels.at_min);
       }
+      if (levels.ok()) c->levels.norm_candidate = kernels::L2Norm(c->levels.at_candidate);
       break;
   }
   // What was sent becomes the residual whatever happened above: it is on the wire.

@@ -24,7 +24,9 @@
 //    path; device: the CUDA kernels, residual and p in device memory, when gravac is built with
 //    CUDA and the tensor's device can be used). On the CPU backend the levels and norms are
 //    taken as on the other path (a candidate level that is not sent from θ_min's host copy,
-//    Compressor::CompressFrom; norms in kernels::L2Norm's order). On a device backend both
+//    Compressor::CompressFrom; norms in kernels::L2Norm's order), but a θ_min level that is not
+//    sent (θ_c was) is not copied out of the backend: its norm is taken in place (Norm). On a
+//    device backend both
 //    levels are selected there (θ_c's straight from p) and ‖g‖ and both levels' norms come from
 //    its SumSquares (LevelsOnDevice): only the sent message is copied to the host (p on a dense
 //    step), for the wire. A node's sum that the local side left in device memory
