@@ -22,10 +22,11 @@
 //
 // Norms of the statistics: on the CPU backend they are in kernels::L2Norm's order, bit for bit
 // the CPU compressor path's (‖g‖ from the compensation pass, the levels' from their host
-// copies). On a device backend they come from its SumSquares (kernels/cpu/sum_squares.h's order,
-// which the CUDA twin follows bit for bit) over g, θ_min's and θ_c's messages where they lie:
-// nothing of size n crosses to the host for them, and both levels are selected there
-// (LevelsOnDevice), θ_c's directly from p (for topk the same message as from θ_min's).
+// copies, or in place, Norm, for a θ_min level that is not sent). On a device backend they come
+// from its SumSquares (kernels/cpu/sum_squares.h's order, which the CUDA twin follows bit for bit)
+// over g, θ_min's and θ_c's messages where they lie: nothing of size n crosses to the host for
+// them, and both levels are selected there (LevelsOnDevice), θ_c's directly from p (for topk the
+// same message as from θ_min's).
 //
 // A device tensor whose backend cannot be made (gravac built without CUDA, no usable device, no
 // device known for the tensor) is compressed on the CPU backend, said once per device in the log;
