@@ -190,7 +190,13 @@ absl::Status Executor::TakeResult(const WorkItem& item, kernels::CompressionBack
                                   std::vector<uint8_t>* host, TensorResult* r, bool* queued) {
   if (item.tensor->device == dev->device()) {
     if (DeviceResults* pool = DeviceResultsOn(dev)) {
-      ASSIGN_OR_RETURN(r->device_data, pool->Build(*dev, bytes, build));
+      ASSIGN_OR_RETURN(r->device_data, pool->Build(*dev, bytes, [&](void* out) {
+        absl::Status s = build(out);
+        // A failed build's buffer goes back to the pool at once: what it queued
+        // there must have finished before anyone takes it again.
+        if (!s.ok()) (void)dev->Synchronize();
+        return s;
+      }));
       r->data.clear();
       *queued = true;
       return absl::OkStatus();

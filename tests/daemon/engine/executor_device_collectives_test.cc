@@ -9,7 +9,8 @@
 // data plane for it; that its results stay in device memory (TensorResult::device_data, read
 // through ResultHostData) with no result byte copied to the host in the step, in buffers of their
 // own from a pool, and go to the host once where the workers' device is unknown; a non-finite
-// gradient failing the tensor on both nodes; the groups that fall back to the host path (a mixed
+// gradient failing the tensor on both nodes; a sum that fails in its result buffer synchronising
+// before the buffer goes back to the pool; the groups that fall back to the host path (a mixed
 // group, a process set, another compressor's sparse step); a failure of the collectives returned by
 // Run.
 #include <cmath>
@@ -44,6 +45,7 @@ namespace gravac::daemon {
 namespace {
 
 using namespace ::gravac::daemon::testing;  // NOLINT
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 // DeviceCollectives in fake device memory: the HostDeviceCollectives over `comm`, every buffer
@@ -669,6 +671,45 @@ TEST(ExecutorDeviceCollectivesTest, AMalformedBlockFailsItsTensorsOnEveryNode) {
   for (int n = 0; n < 2; ++n) {
     for (const TensorResult& r : next.results[n]) EXPECT_THAT(r.status, IsOk());
   }
+}
+
+// A sum that fails while it is built in its result buffer (a ScatterAdd that cannot run, on one
+// node) fails that tensor on that node naming the device, and the backend is synchronised before
+// the buffer goes back to the pool (work queued on it, the Zero, must end before it is reused);
+// the next step runs as usual on both nodes.
+TEST(ExecutorDeviceCollectivesTest,
+     AFailedSumInItsResultBufferSynchronisesBeforeTheBufferIsReused) {
+  DeviceJob device({});
+  std::mt19937 rng(8);
+  std::vector<StepTensor> tensors = Tensors(rng, collectives::ReduceOp::kSum);
+  tensors.resize(1);  // "conv" alone: no other result of the group synchronises the backend
+  device.memory()->fail_scatter_add = 1;
+  const auto got = device.Run(0, 10, 40, tensors, true);
+  EXPECT_GE(device.memory()->synchronized_after_failure, 1);
+  int failed = 0;
+  for (int n = 0; n < 2; ++n) {
+    EXPECT_THAT(got.run[n], IsOk());
+    const TensorResult& r = got.results[n][0];
+    if (r.status.ok()) {
+      EXPECT_NE(r.device_data, nullptr);
+      continue;
+    }
+    ++failed;
+    EXPECT_THAT(r.status, StatusIs(absl::StatusCode::kInternal,
+                                   AllOf(HasSubstr("tensor 'conv': the sum on CUDA device 0"),
+                                         HasSubstr("ScatterAdd failed (injected)"))));
+    EXPECT_EQ(r.device_data, nullptr);
+    EXPECT_TRUE(r.data.empty());
+  }
+  EXPECT_EQ(failed, 1);
+  tensors = Tensors(rng, collectives::ReduceOp::kSum);
+  tensors.resize(1);
+  const auto next = device.Run(1, 10, 40, tensors, true);
+  for (int n = 0; n < 2; ++n) {
+    EXPECT_THAT(next.run[n], IsOk());
+    EXPECT_THAT(next.results[n][0].status, IsOk());
+  }
+  EXPECT_EQ(HostBytes(next.results[0][0]), HostBytes(next.results[1][0]));
 }
 
 // Groups the device step does not carry run on the host data plane with the host path's results,

@@ -40,9 +40,10 @@ struct FakeDeviceMemory {
   std::atomic<int64_t> from_host{0};
   std::atomic<int64_t> within{0};       // bytes copied within the device (CopyWithin)
   std::atomic<int64_t> allocations{0};  // blocks made by Allocate
-  // Failure injection: the next this-many SumSquares calls fail (kInternal) without running, and
-  // the Synchronize calls made after such a failure are counted.
+  // Failure injection: the next this-many SumSquares (ScatterAdd) calls fail (kInternal) without
+  // running, and the Synchronize calls made after such a failure are counted.
   std::atomic<int> fail_sum_squares{0};
+  std::atomic<int> fail_scatter_add{0};
   std::atomic<int64_t> synchronized_after_failure{0};
   std::mutex mu;
   std::map<const uint8_t*, size_t> blocks;  // live blocks by base address, guarded by mu
@@ -125,6 +126,15 @@ class FakeDeviceBackend : public kernels::CompressionBackend {
     if (absl::Status s = Check("ScatterAdd", indices, Floats(k)); !s.ok()) return s;
     if (absl::Status s = Check("ScatterAdd", values, Floats(k)); !s.ok()) return s;
     if (absl::Status s = Check("ScatterAdd", out, Floats(n)); !s.ok()) return s;
+    // Taken atomically: several nodes' backends may share the memory.
+    int left = memory_->fail_scatter_add.load();
+    while (left > 0 && !memory_->fail_scatter_add.compare_exchange_weak(left, left - 1)) {
+    }
+    if (left > 0) {
+      failed_ = true;
+      return absl::InternalError(
+          absl::StrFormat("fake CUDA device %d: ScatterAdd failed (injected)", device_));
+    }
     return cpu_->ScatterAdd(indices, values, k, scale, out, n);
   }
   absl::Status DivideAll(float* x, int64_t n, float divisor) override {
