@@ -80,18 +80,9 @@ class CpuBackend : public CompressionBackend {
   absl::Status TopK(const float* p, int64_t n, int64_t k, int32_t* indices,
                     float* values) override {
     if (absl::Status s = CheckCount("TopK", "n", n); !s.ok()) return s;
-    // cpu::TopK's selection, with the Selector's scratch kept between calls (a step of the
-    // daemon's engine allocates nothing once its buffers exist).
-    if (absl::Status s =
-            selector_.TopK(absl::MakeConstSpan(p, n), k, "(unnamed)", &indices_, &values_);
-        !s.ok()) {
-      return s;
-    }
-    if (!indices_.empty()) {
-      std::memcpy(indices, indices_.data(), indices_.size() * sizeof(int32_t));
-      std::memcpy(values, values_.data(), values_.size() * sizeof(float));
-    }
-    return absl::OkStatus();
+    // cpu::TopK's selection straight into the message buffers, with the Selector's scratch kept
+    // between calls (a step of the daemon's engine allocates nothing once its buffers exist).
+    return selector_.TopK(absl::MakeConstSpan(p, n), k, "(unnamed)", indices, values);
   }
 
   absl::Status UpdateResidual(const float* p, int64_t n, const int32_t* indices,
@@ -125,8 +116,6 @@ class CpuBackend : public CompressionBackend {
 
  private:
   Selector selector_;
-  std::vector<int32_t> indices_;  // TopK's output before it is copied out
-  std::vector<float> values_;
 };
 
 }  // namespace

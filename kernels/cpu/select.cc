@@ -193,6 +193,10 @@ void Selector::EmitTopK(const CandidateSet& set, int64_t k, std::vector<int32_t>
                         std::vector<float>* values) {
   indices->resize(k);
   values->resize(k);
+  EmitTopK(set, k, indices->data(), values->data());
+}
+
+void Selector::EmitTopK(const CandidateSet& set, int64_t k, int32_t* indices, float* values) {
   if (k == 0) return;
   auto for_each = [&set](auto&& fn) {
     for (const CandidateSet::Lane& lane : set.lanes) {
@@ -200,7 +204,7 @@ void Selector::EmitTopK(const CandidateSet& set, int64_t k, std::vector<int32_t>
       for (size_t i = 0; i < m; ++i) fn(lane.indices[i], lane.values[i]);
     }
   };
-  internal::EmitTopKOf(for_each, k, indices->data(), values->data(), &histogram_, &scratch_);
+  internal::EmitTopKOf(for_each, k, indices, values, &histogram_, &scratch_);
 }
 
 void Selector::EmitAtLeast(const CandidateSet& set, uint32_t t, std::vector<int32_t>* indices,
@@ -276,6 +280,19 @@ uint32_t Selector::KthLargestKeyFull(absl::Span<const float> input, int64_t k) {
 
 absl::Status Selector::TopK(absl::Span<const float> input, int64_t k, std::string_view tensor_name,
                             std::vector<int32_t>* indices, std::vector<float>* values) {
+  const size_t kept = static_cast<size_t>(std::clamp<int64_t>(k, 0, input.size()));
+  indices->resize(kept);
+  values->resize(kept);
+  absl::Status s = TopK(input, k, tensor_name, indices->data(), values->data());
+  if (!s.ok()) {
+    indices->clear();
+    values->clear();
+  }
+  return s;
+}
+
+absl::Status Selector::TopK(absl::Span<const float> input, int64_t k, std::string_view tensor_name,
+                            int32_t* indices, float* values) {
   const int64_t n = static_cast<int64_t>(input.size());
   RETURN_IF_ERROR(CheckSize(n, tensor_name));
   if (k < 0) {
@@ -286,11 +303,9 @@ absl::Status Selector::TopK(absl::Span<const float> input, int64_t k, std::strin
   if (k == 0 || k == n) {
     RETURN_IF_ERROR(CheckInput(input, tensor_name, pool_));
     ++stats_.full_passes;
-    indices->resize(k);
-    values->resize(k);
     ParallelFor(k, kGrain, [&](int, int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) (*indices)[i] = static_cast<int32_t>(i);
-      std::copy(input.begin() + begin, input.begin() + end, values->begin() + begin);
+      for (int64_t i = begin; i < end; ++i) indices[i] = static_cast<int32_t>(i);
+      std::copy(input.begin() + begin, input.begin() + end, values + begin);
     });
     return absl::OkStatus();
   }

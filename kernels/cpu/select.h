@@ -76,6 +76,10 @@ class Selector {
   // Exact top-k (see the file comment); errors name `tensor_name`.
   absl::Status TopK(absl::Span<const float> input, int64_t k, std::string_view tensor_name,
                     std::vector<int32_t>* indices, std::vector<float>* values);
+  // TopK into caller memory: the min(k, n) pairs to indices[0, min(k, n)) and values[0, min(k,
+  // n)) (a compression backend's message buffers: no copy out of the Selector's own).
+  absl::Status TopK(absl::Span<const float> input, int64_t k, std::string_view tensor_name,
+                    int32_t* indices, float* values);
   // Every element with key >= cut, ascending; errors name `tensor_name`.
   absl::Status FilterAtLeast(absl::Span<const float> input, uint32_t cut,
                              std::string_view tensor_name, std::vector<int32_t>* indices,
@@ -112,6 +116,8 @@ class Selector {
   // and each lane stored min(its ties, k) ties at least.
   void EmitTopK(const CandidateSet& set, int64_t k, std::vector<int32_t>* indices,
                 std::vector<float>* values);
+  // EmitTopK into caller memory of k pairs.
+  void EmitTopK(const CandidateSet& set, int64_t k, int32_t* indices, float* values);
   // Every stored element with key >= t, ascending (all of the tensor's when set.Holds(t)).
   // `count`, if >= 0, is their number (as a ThresholdCounter found it), saving a scan.
   void EmitAtLeast(const CandidateSet& set, uint32_t t, std::vector<int32_t>* indices,

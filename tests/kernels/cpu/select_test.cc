@@ -294,6 +294,48 @@ TEST(TopKTest, RejectsNegativeKAndClampsLargeK) {
   EXPECT_EQ(values, (std::vector<float>{3.0f, -1.0f, 2.0f}));
 }
 
+// The caller-memory TopK (a compression backend's message buffers) writes exactly the vector
+// form's pairs into min(k, n) slots and nothing past them, on the sampled path, the exact
+// fallback and the k = 0 / k = n shortcut.
+TEST(TopKTest, IntoCallerMemoryEqualsTheVectorFormAndStaysInItsSlots) {
+  const int64_t n = (int64_t{1} << 18) + 3;
+  ThreadPool pool(2);
+  std::vector<float> adversarial(n);
+  for (int64_t i = 0; i < n; ++i) adversarial[i] = Sampled(i, n) ? 100.0f + i % 7 : 1e-3f * (i % 5);
+  for (const std::vector<float>& x :
+       {Make(Dist::kNormal, n, 11), Make(Dist::kTies, n, 12), adversarial}) {
+    for (int64_t k : {int64_t{0}, int64_t{1}, n / 100, n / 10, n, n + 5}) {
+      SCOPED_TRACE(absl::StrCat("k=", k));
+      Selector by_vector(&pool), by_pointer(&pool);
+      std::vector<int32_t> want_indices;
+      std::vector<float> want_values;
+      ASSERT_THAT(by_vector.TopK(x, k, "t", &want_indices, &want_values), IsOk());
+      const size_t kept = static_cast<size_t>(std::min(k, n));
+      ASSERT_EQ(want_indices.size(), kept);
+      constexpr int32_t kGuardIndex = -7;
+      constexpr float kGuardValue = -7.5f;
+      std::vector<int32_t> indices(kept + 4, kGuardIndex);
+      std::vector<float> values(kept + 4, kGuardValue);
+      ASSERT_THAT(by_pointer.TopK(x, k, "t", indices.data(), values.data()), IsOk());
+      EXPECT_EQ(by_pointer.stats().fallback, by_vector.stats().fallback);
+      EXPECT_TRUE(std::equal(want_indices.begin(), want_indices.end(), indices.begin()));
+      EXPECT_TRUE(std::equal(want_values.begin(), want_values.end(), values.begin()));
+      for (size_t i = kept; i < indices.size(); ++i) {
+        EXPECT_EQ(indices[i], kGuardIndex) << i;
+        EXPECT_EQ(values[i], kGuardValue) << i;
+      }
+    }
+  }
+  std::vector<int32_t> indices(4);
+  std::vector<float> values(4);
+  Selector selector(&pool);
+  const std::vector<float> bad = {1.0f, std::numeric_limits<float>::infinity(), 2.0f};
+  EXPECT_THAT(selector.TopK(bad, 2, "layer", indices.data(), values.data()),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("layer")));
+  EXPECT_THAT(selector.TopK(bad, -1, "layer", indices.data(), values.data()),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("k >= 0")));
+}
+
 class NonFiniteTest : public ::testing::TestWithParam<std::tuple<int64_t, float>> {};
 
 TEST_P(NonFiniteTest, RejectedNamingTensorAndFirstIndex) {
