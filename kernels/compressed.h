@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/types/span.h"
+
 namespace gravac::kernels {
 
 enum class ValueType : uint8_t { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2 };
@@ -32,6 +34,32 @@ struct Compressed {
 
   int64_t count() const { return static_cast<int64_t>(values.size()); }
 };
+
+// A Compressed's fields over memory it does not own: what the wire encoding (wire_format.h)
+// reads, so a message that lies elsewhere in host memory (a compression backend's message
+// buffers, kernels/backend_step.h) is encoded without a copy into a Compressed first. Valid while
+// that memory is.
+struct CompressedView {
+  int64_t dense_size = 0;
+  bool dense = false;
+  ValueType value_type = ValueType::kFloat32;
+  bool implicit_indices = false;
+  uint64_t seed = 0;
+  absl::Span<const int32_t> indices;
+  absl::Span<const float> values;
+
+  int64_t count() const { return static_cast<int64_t>(values.size()); }
+};
+
+inline CompressedView ViewOf(const Compressed& c) {
+  return CompressedView{.dense_size = c.dense_size,
+                        .dense = c.dense,
+                        .value_type = c.value_type,
+                        .implicit_indices = c.implicit_indices,
+                        .seed = c.seed,
+                        .indices = c.indices,
+                        .values = c.values};
+}
 
 // Number of elements kept from a tensor of n elements at compression factor theta >= 1:
 // k = max(1, floor(n / theta)) for n > 0, and 0 for n == 0 (GRAVAC.md "Conventions").

@@ -35,7 +35,7 @@ struct Plan {
 };
 
 // `stream` is ScanGaps(c.indices).stream_bytes for explicit indices (unused otherwise).
-Plan PlanOf(const Compressed& c, size_t stream) {
+Plan PlanOf(const CompressedView& c, size_t stream) {
   if (c.dense) return {WireLayout::kDense};
   if (c.implicit_indices) return {WireLayout::kSparseImplicit};
   if (kStreamBytesField + stream < 4 * c.indices.size()) {
@@ -94,7 +94,7 @@ absl::Status CheckIndices(const uint8_t* raw, int64_t count, int64_t dense_size,
 }
 
 // Checks c for Encode; for explicit indices also sets *stream_bytes (else 0).
-absl::Status CheckCompressed(const Compressed& c, size_t* stream_bytes) {
+absl::Status CheckCompressed(const CompressedView& c, size_t* stream_bytes) {
   *stream_bytes = 0;
   if (c.dense_size < 0 || c.dense_size > cpu::kMaxElements) {
     return absl::InvalidArgumentError(absl::StrFormat("Encode: dense_size %d is outside [0, %d]",
@@ -332,7 +332,9 @@ absl::Status DecodeAddDirect(const Message& m, float scale, float* o) {
 
 }  // namespace
 
-size_t EncodedSize(const Compressed& c) {
+size_t EncodedSize(const Compressed& c) { return EncodedSize(ViewOf(c)); }
+
+size_t EncodedSize(const CompressedView& c) {
   const size_t stream =
       c.dense || c.implicit_indices ? 0 : internal::ScanGaps(c.indices, c.dense_size).stream_bytes;
   return kWireHeaderSize + PayloadSize(PlanOf(c, stream), c.value_type, c.count());
@@ -350,14 +352,25 @@ size_t SparseEncodedSizeBound(int64_t dense_size, int64_t count, ValueType type,
 }
 
 absl::Status Encode(const Compressed& c, std::vector<uint8_t>* out) {
+  out->clear();
+  return EncodeAppend(ViewOf(c), out);
+}
+
+absl::Status Encode(const CompressedView& c, std::vector<uint8_t>* out) {
+  out->clear();
+  return EncodeAppend(c, out);
+}
+
+absl::Status EncodeAppend(const CompressedView& c, std::vector<uint8_t>* out) {
   size_t stream = 0;
   RETURN_IF_ERROR(CheckCompressed(c, &stream));
   const Plan plan = PlanOf(c, stream);
   const WireLayout layout = plan.layout;
   const size_t total = kWireHeaderSize + PayloadSize(plan, c.value_type, c.count());
+  const size_t start = out->size();
   // PutGaps stores 8 bytes at a time: room for the last one's overhang, cut off at the end.
-  out->resize(layout == WireLayout::kSparseDelta ? total + 8 : total);
-  uint8_t* buf = out->data();
+  out->resize(start + (layout == WireLayout::kSparseDelta ? total + 8 : total));
+  uint8_t* buf = out->data() + start;
   Put<uint32_t>(buf, kWireMagic);
   Put<uint16_t>(buf + 4, kWireVersion);
   buf[6] = static_cast<uint8_t>(layout);
@@ -383,6 +396,7 @@ absl::Status Encode(const Compressed& c, std::vector<uint8_t>* out) {
       exact = std::isfinite(back) && std::bit_cast<uint32_t>(back) == std::bit_cast<uint32_t>(v);
     }
     if (!exact) {
+      out->resize(start);
       return absl::InvalidArgumentError(absl::StrFormat(
           "Encode: value %g at position %d is not a finite %s value (values must be finite and "
           "already rounded to the value type)",
@@ -395,7 +409,7 @@ absl::Status Encode(const Compressed& c, std::vector<uint8_t>* out) {
   } else if (layout == WireLayout::kSparseDelta) {
     Put<uint64_t>(p, plan.stream_bytes);
     internal::PutGaps(c.indices, p + kStreamBytesField);
-    out->resize(total);
+    out->resize(start + total);
   }
   Put<uint64_t>(buf + 32, Checksum(buf, total));
   return absl::OkStatus();

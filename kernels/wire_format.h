@@ -79,6 +79,7 @@ enum class WireLayout : uint8_t {
 
 // Exact number of bytes Encode(c) produces.
 size_t EncodedSize(const Compressed& c);
+size_t EncodedSize(const CompressedView& c);
 
 // The most bytes Encode can produce for a sparse tensor of `count` values out of `dense_size`
 // (0 <= count <= dense_size), whatever its indices: for planning before anything is compressed.
@@ -91,6 +92,10 @@ size_t SparseEncodedSizeBound(int64_t dense_size, int64_t count, ValueType type,
 
 // Replaces *out with the encoding of c.
 absl::Status Encode(const Compressed& c, std::vector<uint8_t>* out);
+absl::Status Encode(const CompressedView& c, std::vector<uint8_t>* out);
+// Appends the encoding of c to *out (the engine's exchange payload: no copy out of a buffer of
+// its own); on error *out is as it was.
+absl::Status EncodeAppend(const CompressedView& c, std::vector<uint8_t>* out);
 
 // Parses and checks `in`; on success *out holds the tensor (indices filled in for every sparse
 // layout). On error *out is unspecified.

@@ -35,6 +35,10 @@ absl::Status FinishSparseOutput(std::string_view tensor_name, Compressed* out) {
 }
 
 absl::Status SelectTopKFromSparse(const Compressed& first, int64_t k, Compressed* out) {
+  return SelectTopKFromSparse(ViewOf(first), k, out);
+}
+
+absl::Status SelectTopKFromSparse(const CompressedView& first, int64_t k, Compressed* out) {
   if (first.dense || first.indices.size() != first.values.size()) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "select top-k from sparse: input must be sparse with one index per value (dense=%d, "
@@ -45,15 +49,23 @@ absl::Status SelectTopKFromSparse(const Compressed& first, int64_t k, Compressed
     return absl::InvalidArgumentError(
         absl::StrFormat("select top-k from sparse: k must be >= 0, got %d", k));
   }
-  if (out == &first) {
-    Compressed copy = first;
-    return SelectTopKFromSparse(copy, k, out);
+  const bool aliases = (!first.values.empty() && first.values.data() == out->values.data()) ||
+                       (!first.indices.empty() && first.indices.data() == out->indices.data());
+  if (aliases) {
+    Compressed copy;
+    copy.dense_size = first.dense_size;
+    copy.value_type = first.value_type;
+    copy.indices.assign(first.indices.begin(), first.indices.end());
+    copy.values.assign(first.values.begin(), first.values.end());
+    return SelectTopKFromSparse(ViewOf(copy), k, out);
   }
   const int64_t m = first.count();
   k = std::min(k, m);
-  PrepareSparseOutput(first.dense_size, first.value_type, out);
+  const int64_t dense_size = first.dense_size;
+  const ValueType value_type = first.value_type;
   out->indices.resize(k);
   out->values.resize(k);
+  PrepareSparseOutput(dense_size, value_type, out);
   if (k == m) {
     std::copy(first.indices.begin(), first.indices.end(), out->indices.begin());
     std::copy(first.values.begin(), first.values.end(), out->values.begin());
@@ -69,6 +81,11 @@ absl::Status SelectTopKFromSparse(const Compressed& first, int64_t k, Compressed
 }
 
 absl::Status SelectFrom(const Compressed& first, double theta, const CompressContext& ctx,
+                        Compressed* out) {
+  return SelectFrom(ViewOf(first), theta, ctx, out);
+}
+
+absl::Status SelectFrom(const CompressedView& first, double theta, const CompressContext& ctx,
                         Compressed* out) {
   RETURN_IF_ERROR(CheckCompressArgs(first.dense_size, theta, ctx.tensor_name));
   return SelectTopKFromSparse(first, KeepCount(first.dense_size, theta), out);

@@ -29,10 +29,14 @@ absl::Status FinishSparseOutput(std::string_view tensor_name, Compressed* out);
 // reused; dense_size and value_type copied; implicit_indices false). k is clamped to
 // first.count(). `first` must be sparse with as many indices as values, else InvalidArgument.
 absl::Status SelectTopKFromSparse(const Compressed& first, int64_t k, Compressed* out);
+// The same over a view (a compression backend's message in host memory, read where it lies).
+absl::Status SelectTopKFromSparse(const CompressedView& first, int64_t k, Compressed* out);
 
 // CompressFrom for the sparse selection compressors: exact top-KeepCount(first.dense_size, θ)
 // of `first`, after checking θ.
 absl::Status SelectFrom(const Compressed& first, double theta, const CompressContext& ctx,
+                        Compressed* out);
+absl::Status SelectFrom(const CompressedView& first, double theta, const CompressContext& ctx,
                         Compressed* out);
 
 }  // namespace gravac::kernels::cpu

@@ -517,6 +517,56 @@ TEST(WireFormatTest, EncodeRejectsMalformedInput) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("count 5 > dense_size 4")));
 }
 
+// A view over memory that is not a Compressed encodes to the same bytes; EncodeAppend appends
+// exactly those bytes after what the buffer held and, on error, leaves it as it was.
+TEST(WireFormatTest, AViewEncodesAndAppendsTheSameBytes) {
+  for (WireLayout layout : {WireLayout::kSparseExplicit, WireLayout::kSparseImplicit,
+                            WireLayout::kDense, WireLayout::kSparseDelta}) {
+    for (ValueType type : {ValueType::kFloat32, ValueType::kFloat16}) {
+      SCOPED_TRACE(
+          absl::StrCat("layout ", static_cast<int>(layout), " type ", static_cast<int>(type)));
+      // kSparseExplicit with dense indices would be delta-coded: spread them instead.
+      const Compressed c =
+          layout == WireLayout::kSparseExplicit
+              ? SparseWith({0, 1 << 24, 1 << 28, (1 << 30) + 1}, (int64_t{1} << 31) - 1, type)
+              : Make(layout, type, 5000, layout == WireLayout::kDense ? 5000 : 300);
+      std::vector<uint8_t> want;
+      ASSERT_THAT(Encode(c, &want), IsOk());
+      // The view's memory is a copy: nothing of `c` is read through it.
+      const std::vector<int32_t> indices = c.indices;
+      const std::vector<float> values = c.values;
+      const CompressedView view{c.dense_size, c.dense, c.value_type, c.implicit_indices,
+                                c.seed,       indices, values};
+      EXPECT_EQ(EncodedSize(view), want.size());
+      std::vector<uint8_t> got = {1, 2, 3};
+      ASSERT_THAT(Encode(view, &got), IsOk());
+      EXPECT_EQ(got, want);
+      got = {9, 8, 7};
+      ASSERT_THAT(EncodeAppend(view, &got), IsOk());
+      ASSERT_EQ(got.size(), 3 + want.size());
+      EXPECT_EQ(std::vector<uint8_t>(got.begin(), got.begin() + 3),
+                (std::vector<uint8_t>{9, 8, 7}));
+      EXPECT_EQ(std::vector<uint8_t>(got.begin() + 3, got.end()), want);
+      Compressed back;
+      ASSERT_THAT(Decode(absl::MakeConstSpan(got).subspan(3), &back), IsOk());
+      ExpectSame(back, c);
+    }
+  }
+  // Errors found before and while writing: the buffer keeps its bytes and its size.
+  Compressed c = Make(WireLayout::kSparseDelta, ValueType::kFloat32, 1000, 50);
+  c.values[30] = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<uint8_t> before = {4, 5, 6, 7};
+  std::vector<uint8_t> buf = before;
+  EXPECT_THAT(EncodeAppend(ViewOf(c), &buf),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("position 30")));
+  EXPECT_EQ(buf, before);
+  c = Make(WireLayout::kSparseDelta, ValueType::kFloat32, 1000, 50);
+  std::swap(c.indices[3], c.indices[4]);
+  EXPECT_THAT(EncodeAppend(ViewOf(c), &buf),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("strictly ascending")));
+  EXPECT_EQ(buf, before);
+}
+
 TEST(WireFormatTest, DeltaLayoutHasTheExactSizeAndBytes) {
   // Varints: 5 (1 byte), gap 0 (1), gap 193 (2), gap 19799 (3), gap 2979999 (4) = 11 bytes.
   Compressed c = SparseWith({5, 6, 200, 20000, 3000000}, 4000000, ValueType::kFloat32);
