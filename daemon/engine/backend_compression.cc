@@ -178,6 +178,27 @@ absl::Status BackendCompression::CopyMessage(const std::string& name, Level leve
   return t->backend->CopyToHost(out->values.data(), m.values, m.count * sizeof(float));
 }
 
+absl::StatusOr<kernels::CompressedView> BackendCompression::HostMessage(const std::string& name,
+                                                                        Level level) {
+  ASSIGN_OR_RETURN(Tensor * t, Find(name));
+  if (t->backend->memory_type() != MemoryType::kHost) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "tensor '%s': its messages are in %s memory, not host memory", name, t->backend->name()));
+  }
+  const TopKStep::Message m = level == Level::kMin ? t->step->at_min() : t->step->at_candidate();
+  const auto count = static_cast<size_t>(m.count);
+  return kernels::CompressedView{.dense_size = t->step->size(),
+                                 .value_type = kernels::ValueType::kFloat32,
+                                 .indices = absl::MakeConstSpan(m.indices, count),
+                                 .values = absl::MakeConstSpan(m.values, count)};
+}
+
+absl::Status BackendCompression::CandidateFromMin(const std::string& name, double theta_c,
+                                                  kernels::Compressed* out) {
+  ASSIGN_OR_RETURN(const kernels::CompressedView at_min, HostMessage(name, Level::kMin));
+  return kernels::cpu::SelectFrom(at_min, theta_c, {name}, out);
+}
+
 absl::StatusOr<double> BackendCompression::Norm(const std::string& name, Level level) {
   ASSIGN_OR_RETURN(Tensor * t, Find(name));
   const TopKStep::Message m = level == Level::kMin ? t->step->at_min() : t->step->at_candidate();

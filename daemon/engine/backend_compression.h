@@ -18,7 +18,8 @@
 // device tensor that reaches it in host memory (reduced on the host, or staged by its workers)
 // is copied to the device each step (one staging buffer per backend). Either way the sent
 // message (k indices and values) is copied back for the wire encoding; p, the residual and both
-// levels stay on the device.
+// levels stay on the device. On the CPU backend the wire encoding reads the sent message where
+// it lies (HostMessage).
 //
 // Norms of the statistics: on the CPU backend they are in kernels::L2Norm's order, bit for bit
 // the CPU compressor path's (‖g‖ from the compensation pass, the levels' from their host
@@ -101,6 +102,15 @@ class BackendCompression {
   absl::Status Select(const std::string& name, Level level, double theta, kernels::Compressed* out);
   // The selected message of `level` into *out (host memory), as Select does.
   absl::Status CopyMessage(const std::string& name, Level level, kernels::Compressed* out);
+  // The selected message of `level` as the topk compressor makes it (sparse, fp32), over the
+  // CPU backend's buffers: encoded from there, no copy. Valid until that level is selected again
+  // or the tensor's state is replaced. kFailedPrecondition for a tensor on a device backend.
+  absl::StatusOr<kernels::CompressedView> HostMessage(const std::string& name, Level level);
+  // Multi-level compression on the CPU backend: the candidate's message at θ_c selected from
+  // θ_min's selected message where it lies (the topk compressor's CompressFrom, bit for bit) into
+  // *out (host memory). The backend's candidate level is not touched. kFailedPrecondition for a
+  // tensor on a device backend (which selects θ_c from p there).
+  absl::Status CandidateFromMin(const std::string& name, double theta_c, kernels::Compressed* out);
   // ‖level's message‖ over its values where they lie, without a copy: on a device backend from
   // its SumSquares; on the CPU backend in kernels::L2Norm's order (the CPU compressor path's, bit
   // for bit).

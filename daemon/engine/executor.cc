@@ -134,6 +134,14 @@ absl::Status Executor::CopyP(const WorkItem& item, const Compensated& c, void* o
 
 absl::Status Executor::CandidateFromMin(const WorkItem& item, Compensated* c) {
   const TensorSpec& s = item.ready.spec;
+  if (backend_ != nullptr && !c->on_device) {
+    // θ_min's level lies in the CPU backend's buffers: read there, not copied out.
+    RETURN_IF_ERROR(backend_->CandidateFromMin(s.name, item.ready.decision.theta_candidate,
+                                               &c->levels.at_candidate));
+    ASSIGN_OR_RETURN(c->levels.norm_min, backend_->Norm(s.name, Level::kMin));
+    c->levels.norm_candidate = kernels::L2Norm(c->levels.at_candidate);
+    return absl::OkStatus();
+  }
   RETURN_IF_ERROR(compressor_->CompressFrom(c->levels.at_min, item.ready.decision.theta_candidate,
                                             {s.name, s.step, options_.job.job_seed},
                                             &c->levels.at_candidate));
@@ -421,27 +429,40 @@ absl::Status Executor::SelectSent(const WorkItem& item, double theta, SparseMemb
   Compensated* c = &m->c;
   const double theta_min = options_.job.theta_min, theta_c = item.ready.decision.theta_candidate;
   const bool multi_level = theta_c >= theta_min && theta_min >= 1.0;
+  // On the CPU backend the levels lie in host memory already: the sent one is encoded from there
+  // (SentFromBackend), θ_c's is selected from θ_min's there (CandidateFromMin), and no level is
+  // copied out.
+  const bool in_host_backend = backend_ != nullptr && !c->on_device;
   // Only the level that is sent is computed before the send; the other one (and both norms) is
   // computed while the message is on the wire. Sending θ_c first needs a compressor whose second
   // level equals compressing p directly (topk, randomk).
   if (multi_level && theta == theta_min) {
-    RETURN_IF_ERROR(Select(item, *c, Level::kMin, theta_min, &c->levels.at_min));
-    m->sent = &c->levels.at_min;
     m->pending = PendingLevel::kCandidate;
-    return absl::OkStatus();
+    if (in_host_backend) {
+      RETURN_IF_ERROR(Select(item, *c, Level::kMin, theta_min, nullptr));
+      return SentFromBackend(item, Level::kMin, m);
+    }
+    RETURN_IF_ERROR(Select(item, *c, Level::kMin, theta_min, &c->levels.at_min));
+    return SentFrom(&c->levels.at_min, Level::kMin, m);
   }
   if (multi_level && theta == theta_c && compressor_->SecondLevelEqualsDirect()) {
-    RETURN_IF_ERROR(Select(item, *c, Level::kCandidate, theta_c, &c->levels.at_candidate));
-    m->sent = &c->levels.at_candidate;
-    m->sent_level = Level::kCandidate;
     m->pending = PendingLevel::kMin;
-    return absl::OkStatus();
+    if (in_host_backend) {
+      RETURN_IF_ERROR(Select(item, *c, Level::kCandidate, theta_c, nullptr));
+      return SentFromBackend(item, Level::kCandidate, m);
+    }
+    RETURN_IF_ERROR(Select(item, *c, Level::kCandidate, theta_c, &c->levels.at_candidate));
+    return SentFrom(&c->levels.at_candidate, Level::kCandidate, m);
   }
-  if (c->on_device) {
-    // Both levels and their norms on the device; only the sent message is copied out below.
+  // Both levels are needed before the send. On a device backend, and on the CPU backend when the
+  // candidate is not nested in θ_min's level, both are selected from p and their norms taken
+  // where they lie; a device backend's sent message is copied out below.
+  const bool levels_in_backend = c->on_device || (in_host_backend && !multi_level);
+  if (levels_in_backend) {
     RETURN_IF_ERROR(LevelsOnDevice(item, c, true, true));
   } else {
-    RETURN_IF_ERROR(Select(item, *c, Level::kMin, theta_min, &c->levels.at_min));
+    RETURN_IF_ERROR(
+        Select(item, *c, Level::kMin, theta_min, in_host_backend ? nullptr : &c->levels.at_min));
     if (multi_level) {
       RETURN_IF_ERROR(CandidateFromMin(item, c));
     } else {
@@ -452,34 +473,55 @@ absl::Status Executor::SelectSent(const WorkItem& item, double theta, SparseMemb
     }
   }
   const std::string& name = item.ready.spec.name;
+  Level level = Level::kCandidate;
+  kernels::Compressed* copy = &m->other;
   if (theta == theta_min) {
-    if (c->on_device) RETURN_IF_ERROR(backend_->CopyMessage(name, Level::kMin, &c->levels.at_min));
-    m->sent = &c->levels.at_min;
+    level = Level::kMin;
+    copy = &c->levels.at_min;
   } else if (theta == theta_c) {
-    if (c->on_device) {
-      RETURN_IF_ERROR(backend_->CopyMessage(name, Level::kCandidate, &c->levels.at_candidate));
-    }
-    m->sent = &c->levels.at_candidate;
-    m->sent_level = Level::kCandidate;
+    copy = &c->levels.at_candidate;
   } else {
-    // The candidate's message on the backend is not needed any more (its host copy is): the
+    // The candidate's message on the backend is not needed any more (its norm is taken): the
     // level sent at this θ takes its place.
-    RETURN_IF_ERROR(Select(item, *c, Level::kCandidate, theta, &m->other));
-    m->sent = &m->other;
-    m->sent_level = Level::kCandidate;
+    RETURN_IF_ERROR(Select(item, *c, Level::kCandidate, theta, in_host_backend ? nullptr : copy));
+    if (in_host_backend) return SentFromBackend(item, level, m);
+    return SentFrom(copy, level, m);
   }
+  if (in_host_backend && (level == Level::kMin || levels_in_backend)) {
+    return SentFromBackend(item, level, m);
+  }
+  if (c->on_device) RETURN_IF_ERROR(backend_->CopyMessage(name, level, copy));
+  return SentFrom(copy, level, m);
+}
+
+absl::Status Executor::SentFrom(const kernels::Compressed* copy, Level level, SparseMember* m) {
+  m->sent = copy;
+  m->sent_level = level;
+  m->wire = kernels::ViewOf(*copy);
+  return absl::OkStatus();
+}
+
+absl::Status Executor::SentFromBackend(const WorkItem& item, Level level, SparseMember* m) {
+  ASSIGN_OR_RETURN(m->wire, backend_->HostMessage(item.ready.spec.name, level));
+  m->sent = &m->other;  // stands for the backend's message in Commit (which reads that)
+  m->sent_level = level;
   return absl::OkStatus();
 }
 
 absl::Status Executor::FinishSent(const WorkItem& item, SparseMember* m) {
   Compensated* c = &m->c;
+  const std::string& name = item.ready.spec.name;
   // The remaining level first (θ_min's reads p, which the commit turns into the residual).
   absl::Status levels;
   switch (m->pending) {
     case PendingLevel::kNone:
       break;
     case PendingLevel::kCandidate:
-      levels = c->on_device ? LevelsOnDevice(item, c, false, true) : CandidateFromMin(item, c);
+      if (c->on_device) {
+        levels = LevelsOnDevice(item, c, false, true);
+        break;
+      }
+      levels = CandidateFromMin(item, c);
       break;
     case PendingLevel::kMin:
       if (c->on_device) {
@@ -487,17 +529,23 @@ absl::Status Executor::FinishSent(const WorkItem& item, SparseMember* m) {
         break;
       }
       if (backend_ != nullptr) {
-        // θ_min's level is not sent: only its norm is needed, taken where it lies (no host copy).
-        const std::string& name = item.ready.spec.name;
+        // Neither level is copied out: both norms are taken where the levels lie.
         levels = backend_->Select(name, Level::kMin, options_.job.theta_min, nullptr);
         absl::StatusOr<double> norm_min = levels.ok() ? backend_->Norm(name, Level::kMin) : 0.0;
+        absl::StatusOr<double> norm_c = levels.ok() ? backend_->Norm(name, Level::kCandidate) : 0.0;
         if (levels.ok()) levels = norm_min.status();
-        if (levels.ok()) c->levels.norm_min = *norm_min;
+        if (levels.ok()) levels = norm_c.status();
+        if (levels.ok()) {
+          c->levels.norm_min = *norm_min;
+          c->levels.norm_candidate = *norm_c;
+        }
       } else {
         levels = Select(item, *c, Level::kMin, options_.job.theta_min, &c->levels.at_min);
-        if (levels.ok()) c->levels.norm_min = kernels::L2Norm(c->levels.at_min);
+        if (levels.ok()) {
+          c->levels.norm_min = kernels::L2Norm(c->levels.at_min);
+          c->levels.norm_candidate = kernels::L2Norm(c->levels.at_candidate);
+        }
       }
-      if (levels.ok()) c->levels.norm_candidate = kernels::L2Norm(c->levels.at_candidate);
       break;
   }
   // What was sent becomes the residual whatever happened above: it is on the wire.
@@ -515,19 +563,26 @@ absl::Status Executor::RunSparse(const Group& group, std::vector<WorkItem>& item
   std::vector<uint8_t>& payload = payload_;
   payload.clear();
   ByteWriter w(&payload);
-  std::vector<uint8_t>& encoded = encoded_;
   std::vector<std::string> errors(count);
   for (size_t m = 0; m < count; ++m) {
     WorkItem& item = items[group.members[m]];
     SparseMember& member = members_[m];
     absl::Status status = PrepareSent(item, group.theta, &member);
-    if (status.ok()) status = kernels::Encode(*member.sent, &encoded);
-    member.status = status;
+    const size_t at = payload.size();
     if (status.ok()) {
+      // u8 1, u64 size, then the encoding straight into the payload; the size is written after.
       w.Put<uint8_t>(1);
-      w.Put<uint64_t>(encoded.size());
-      w.PutBytes(encoded.data(), encoded.size());
-    } else {
+      w.Put<uint64_t>(0);
+      status = kernels::EncodeAppend(member.wire, &payload);
+      if (status.ok()) {
+        const uint64_t size = payload.size() - at - 1 - sizeof(uint64_t);
+        std::memcpy(payload.data() + at + 1, &size, sizeof(size));
+      } else {
+        payload.resize(at);
+      }
+    }
+    member.status = status;
+    if (!status.ok()) {
       member.sent = nullptr;  // nothing sent: the residual stays as it was
       w.Put<uint8_t>(0);
       w.PutString(std::string(status.message()));

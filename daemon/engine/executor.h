@@ -260,8 +260,13 @@ class Executor {
   struct SparseMember {
     Compensated c;
     kernels::Compressed other;  // sent at a θ that is neither θ_min nor θ_c
+    // What Commit reads on the compressor path; on the backend path it only marks that a
+    // message was sent (Commit reads the backend's level `sent_level`).
     const kernels::Compressed* sent = nullptr;
     Level sent_level = Level::kMin;  // where the sent message lies on the backend path
+    // The sent message in host memory, which the encoding reads: a host copy (`sent`), or the
+    // CPU backend's message buffers (no copy). Unset for a message left in device memory.
+    kernels::CompressedView wire;
     PendingLevel pending = PendingLevel::kNone;
     // The device step: the sent message is `sent_level`'s on the backend, in device memory (no
     // host copy; `sent` then only stands for it in Commit, which reads the backend's).
@@ -270,8 +275,13 @@ class Executor {
   };
   // p = g + e and the level the group sends at `theta` (with the levels that must precede it).
   absl::Status PrepareSent(const WorkItem& item, double theta, SparseMember* m);
-  // PrepareSent after the compensation: the levels and the sent message (host copies).
+  // PrepareSent after the compensation: the levels and the sent message in host memory (host
+  // copies, or the CPU backend's own buffers).
   absl::Status SelectSent(const WorkItem& item, double theta, SparseMember* m);
+  // The message sent is `copy` (host memory), the backend's `level` on the backend path.
+  static absl::Status SentFrom(const kernels::Compressed* copy, Level level, SparseMember* m);
+  // The message sent is the CPU backend's `level`, encoded from its buffers.
+  absl::Status SentFromBackend(const WorkItem& item, Level level, SparseMember* m);
   // Commits the sent message to the residual, computes the remaining level and the norms.
   absl::Status FinishSent(const WorkItem& item, SparseMember* m);
 
@@ -355,7 +365,6 @@ class Executor {
   std::unique_ptr<BackendCompression> backend_;  // the backend path's; null when not used
   // Scratch reused by every group (buffers kept between steps, so a step allocates nothing).
   Compensated compensated_;
-  std::vector<uint8_t> encoded_;
   std::vector<SparseMember> members_;
   std::vector<uint8_t> payload_, recv_;
   std::vector<size_t> sizes_;
@@ -367,6 +376,7 @@ class Executor {
   std::unique_ptr<kernels::CompressionBackend> own_device_backend_;
   std::unique_ptr<kernels::BackendMemory> device_buffer_, device_send_, device_recv_;
   std::vector<int64_t> device_headers_;
+  std::vector<uint8_t> host_scratch_;  // p of a tensor staged through host memory (StageP)
   std::unique_ptr<DeviceResults> device_results_;  // the device step's results, handed back
   std::set<std::string> said_host_path_;
   bool said_device_step_ = false;

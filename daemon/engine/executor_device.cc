@@ -154,7 +154,7 @@ absl::Status Executor::StageP(const WorkItem& item, const Compensated& c,
       return dev->CopyWithin(dst, p, bytes);
     }
   }
-  std::vector<uint8_t>& host = encoded_;  // host scratch of the step
+  std::vector<uint8_t>& host = host_scratch_;
   host.resize(bytes);
   RETURN_IF_ERROR(CopyP(item, c, host.data(), bytes));
   return StageHost(dev, dst, host.data(), bytes);
@@ -352,8 +352,8 @@ absl::Status Executor::RunSparseOnDevice(const Group& group, std::vector<WorkIte
     SparseMember& member = members_[m];
     absl::Status status = PrepareSentOnDevice(item, group.theta, &member);
     if (status.ok() && !member.sent_on_device &&
-        (member.sent->dense || member.sent->implicit_indices ||
-         member.sent->indices.size() != member.sent->values.size())) {
+        (member.wire.dense || member.wire.implicit_indices ||
+         member.wire.indices.size() != member.wire.values.size())) {
       status = absl::InternalError(absl::StrFormat(
           "tensor '%s': the device step sends sparse messages with explicit indices only",
           item.ready.spec.name));
@@ -363,7 +363,7 @@ absl::Status Executor::RunSparseOnDevice(const Group& group, std::vector<WorkIte
                        backend_->Message(item.ready.spec.name, member.sent_level));
       headers[m] = msg.count;
     } else if (status.ok()) {
-      headers[m] = static_cast<int64_t>(member.sent->values.size());
+      headers[m] = member.wire.count();
     }
     member.status = status;
     if (!status.ok()) {
@@ -398,8 +398,8 @@ absl::Status Executor::RunSparseOnDevice(const Group& group, std::vector<WorkIte
         RETURN_IF_ERROR(dev->CopyWithin(indices, msg.indices, k * sizeof(int32_t)));
         RETURN_IF_ERROR(dev->CopyWithin(values, msg.values, k * sizeof(float)));
       } else {
-        RETURN_IF_ERROR(StageHost(dev, indices, member.sent->indices.data(), k * sizeof(int32_t)));
-        RETURN_IF_ERROR(StageHost(dev, values, member.sent->values.data(), k * sizeof(float)));
+        RETURN_IF_ERROR(StageHost(dev, indices, member.wire.indices.data(), k * sizeof(int32_t)));
+        RETURN_IF_ERROR(StageHost(dev, values, member.wire.values.data(), k * sizeof(float)));
       }
     }
     at += payload;

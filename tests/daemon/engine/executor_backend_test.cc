@@ -16,9 +16,12 @@
 
 #include "core/logging.h"
 #include "core/testing/status_matchers.h"
+#include "daemon/engine/backend_compression.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/backend.h"
+#include "kernels/compressed.h"
+#include "kernels/wire_format.h"
 #include "tests/daemon/engine/executor_pair.h"
 
 namespace gravac::daemon {
@@ -130,6 +133,55 @@ TEST(ExecutorBackendTest, OtherCompressorsKeepTheCpuCompressorPath) {
   std::mt19937 rng(9);
   topk.Run(0, 10, 40, Tensors(rng, 2, MemoryType::kHost));
   EXPECT_EQ(topk.executor(0).ResidualBackend("fc"), "cpu");
+}
+
+// On the CPU backend the engine reads the messages where they lie: HostMessage is a view of the
+// backend's own buffers (no copy), with the topk compressor's header, and the candidate selected
+// from θ_min's level there is the topk compressor's CompressFrom of a copy of it, bit for bit,
+// leaving the backend's candidate level as it was.
+TEST(ExecutorBackendTest, TheCpuBackendsMessagesAreReadWhereTheyLie) {
+  internal::BackendCompression compression(nullptr);
+  TensorSpec spec;
+  spec.name = "fc";
+  spec.shape = {30011};
+  spec.compress = true;
+  std::mt19937 rng(21);
+  const std::vector<float> g = Gradient(rng, 30011);
+  double norm = 0.0;
+  ASSERT_THAT(compression.Compensate(spec, -1, g, &norm), IsOk());
+  using Level = internal::BackendCompression::Level;
+  ASSERT_THAT(compression.Select("fc", Level::kMin, 10.0, nullptr), IsOk());
+  ASSERT_THAT(compression.Select("fc", Level::kCandidate, 500.0, nullptr), IsOk());
+  ASSERT_OK_AND_ASSIGN(const kernels::TopKStep::Message at_min,
+                       compression.Message("fc", Level::kMin));
+  ASSERT_OK_AND_ASSIGN(const kernels::CompressedView view,
+                       compression.HostMessage("fc", Level::kMin));
+  EXPECT_EQ(view.indices.data(), at_min.indices);
+  EXPECT_EQ(view.values.data(), at_min.values);
+  EXPECT_EQ(view.count(), 3001);
+  EXPECT_EQ(view.indices.size(), view.values.size());
+  kernels::Compressed copy;
+  ASSERT_THAT(compression.CopyMessage("fc", Level::kMin, &copy), IsOk());
+  EXPECT_EQ(view.dense_size, copy.dense_size);
+  EXPECT_EQ(view.value_type, copy.value_type);
+  EXPECT_FALSE(view.dense || view.implicit_indices);
+  std::vector<uint8_t> from_view, from_copy;
+  ASSERT_THAT(kernels::Encode(view, &from_view), IsOk());
+  ASSERT_THAT(kernels::Encode(copy, &from_copy), IsOk());
+  EXPECT_EQ(from_view, from_copy);
+
+  ASSERT_OK_AND_ASSIGN(auto topk, kernels::MakeCompressor("topk", {}));
+  kernels::Compressed want, got;
+  ASSERT_THAT(topk->CompressFrom(copy, 40.0, {"fc"}, &want), IsOk());
+  ASSERT_THAT(compression.CandidateFromMin("fc", 40.0, &got), IsOk());
+  EXPECT_EQ(got.dense_size, want.dense_size);
+  EXPECT_EQ(got.indices, want.indices);
+  EXPECT_EQ(Bytes(got.values), Bytes(want.values));  // bit for bit
+  ASSERT_OK_AND_ASSIGN(const kernels::TopKStep::Message at_candidate,
+                       compression.Message("fc", Level::kCandidate));
+  EXPECT_EQ(at_candidate.count, 60);  // θ 500's selection, not θ 40's
+  EXPECT_THAT(compression.HostMessage("gone", Level::kMin),
+              StatusIs(absl::StatusCode::kFailedPrecondition, ::testing::HasSubstr("gone")));
 }
 
 }  // namespace

@@ -162,5 +162,30 @@ TEST(ExecutorDeviceTest, AFailedCompensationOfADeviceSumSynchronisesBeforeItRetu
   EXPECT_GT(norm, 0.0);
 }
 
+// A device backend's messages lie in device memory: the engine never gets them as host memory to
+// encode or to select the candidate from (it copies the sent one out, and selects θ_c from p).
+TEST(ExecutorDeviceTest, ADeviceBackendsMessagesAreNotHandedOutAsHostMemory) {
+  auto memory = std::make_shared<FakeDeviceMemory>();
+  internal::BackendCompression compression(nullptr, FakeDeviceBackends(memory));
+  TensorSpec spec;
+  spec.name = "fc";
+  spec.shape = {1000};
+  spec.compress = true;
+  spec.memory = MemoryType::kDevice;
+  std::mt19937 rng(9);
+  const auto sum = FakeDeviceData::Make(0, memory, Gradient(rng, 1000));
+  double norm = 0.0;
+  ASSERT_OK_AND_ASSIGN(const bool in_place, compression.CompensateFromDevice(spec, *sum, &norm));
+  ASSERT_TRUE(in_place);
+  using Level = internal::BackendCompression::Level;
+  ASSERT_THAT(compression.Select("fc", Level::kMin, 10.0, nullptr), IsOk());
+  EXPECT_THAT(compression.HostMessage("fc", Level::kMin),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(::testing::HasSubstr("'fc'"), ::testing::HasSubstr("cuda"))));
+  kernels::Compressed candidate;
+  EXPECT_THAT(compression.CandidateFromMin("fc", 40.0, &candidate),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+}
+
 }  // namespace
 }  // namespace gravac::daemon
