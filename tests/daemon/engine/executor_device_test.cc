@@ -9,15 +9,16 @@
 #include <limits>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "core/testing/status_matchers.h"
 #include "daemon/engine/backend_compression.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/compressed.h"
 #include "tests/daemon/engine/executor_pair.h"
-#include "absl/strings/str_format.h"
 #include "tests/daemon/engine/fake_device_backend.h"
 
 namespace gravac::daemon {
@@ -138,17 +139,23 @@ TEST(ExecutorDeviceTest, NonFiniteGradientFailsAsOnTheCpuCompressorPath) {
   for (int n = 0; n < 2; ++n) EXPECT_THAT(next[n][1].status, IsOk());
 }
 
+// A compressed fp32 device tensor of n elements.
+TensorSpec DeviceSpec(const std::string& name, int64_t n) {
+  TensorSpec spec;
+  spec.name = name;
+  spec.shape = {n};
+  spec.compress = true;
+  spec.memory = MemoryType::kDevice;
+  return spec;
+}
+
 // The local side reuses a device sum's buffer once the engine releases it (device_data.h), so when
 // the compensation of a device sum fails after its kernel was queued (here: its norm), the
 // backend is synchronised before the error returns; the next step of the tensor works.
 TEST(ExecutorDeviceTest, AFailedCompensationOfADeviceSumSynchronisesBeforeItReturns) {
   auto memory = std::make_shared<FakeDeviceMemory>();
   internal::BackendCompression compression(nullptr, FakeDeviceBackends(memory));
-  TensorSpec spec;
-  spec.name = "fc";
-  spec.shape = {1000};
-  spec.compress = true;
-  spec.memory = MemoryType::kDevice;
+  const TensorSpec spec = DeviceSpec("fc", 1000);
   std::mt19937 rng(8);
   const std::vector<float> g = Gradient(rng, 1000);
   const auto sum = FakeDeviceData::Make(0, memory, g);
@@ -167,11 +174,7 @@ TEST(ExecutorDeviceTest, AFailedCompensationOfADeviceSumSynchronisesBeforeItRetu
 TEST(ExecutorDeviceTest, ADeviceBackendsMessagesAreNotHandedOutAsHostMemory) {
   auto memory = std::make_shared<FakeDeviceMemory>();
   internal::BackendCompression compression(nullptr, FakeDeviceBackends(memory));
-  TensorSpec spec;
-  spec.name = "fc";
-  spec.shape = {1000};
-  spec.compress = true;
-  spec.memory = MemoryType::kDevice;
+  const TensorSpec spec = DeviceSpec("fc", 1000);
   std::mt19937 rng(9);
   const auto sum = FakeDeviceData::Make(0, memory, Gradient(rng, 1000));
   double norm = 0.0;
