@@ -517,11 +517,7 @@ absl::Status Executor::FinishSent(const WorkItem& item, SparseMember* m) {
     case PendingLevel::kNone:
       break;
     case PendingLevel::kCandidate:
-      if (c->on_device) {
-        levels = LevelsOnDevice(item, c, false, true);
-        break;
-      }
-      levels = CandidateFromMin(item, c);
+      levels = c->on_device ? LevelsOnDevice(item, c, false, true) : CandidateFromMin(item, c);
       break;
     case PendingLevel::kMin:
       if (c->on_device) {
