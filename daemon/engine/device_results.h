@@ -3,12 +3,12 @@
 // copy to host memory, when the tensor's workers are on the device collectives' device. Each
 // result is built in a buffer of its own (a sparse step's sum straight in it, a dense step's
 // copied out of the fused buffer that the next group reuses): taken from a pool of that device
-// (daemon/local/device_buffer_pool.h; a steady step of same-sized tensors allocates nothing after
+// (daemon/engine/device_buffer_pool.h; a steady step of same-sized tensors allocates nothing after
 // its first) and given back to it when the last reference to the DeviceData goes (after the local
 // side wrote it to the workers' buffers: ipc::DeviceAccess::WriteFromDevice returns once its copy
 // finished).
 //
-// The buffers come from a DeviceBuffers (daemon/local/device_buffer_pool.h) over a compression
+// The buffers come from a DeviceBuffers (daemon/engine/device_buffer_pool.h) over a compression
 // backend of the device owned here (not the step's, which the Executor owns): it allocates them
 // and copies a result to host memory for whoever needs it there (ResultHostData). The pool and
 // that backend live as long as the last DeviceData, so a result may outlive the Executor.
@@ -25,7 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "daemon/engine/device_data.h"
-#include "daemon/local/device_buffer_pool.h"
+#include "daemon/engine/device_buffer_pool.h"
 #include "kernels/backend.h"
 
 namespace gravac::daemon::internal {

@@ -9,7 +9,7 @@
 // Compensate is the fp32 addition, CopyWithin the one-worker copy): the CUDA backend in gravacd,
 // a fake that runs the CPU kernels on memory of its own in tests.
 //
-// Buffers: the sums of each device come from a pool of that device (daemon/local/
+// Buffers: the sums of each device come from a pool of that device (daemon/engine/
 // device_buffer_pool.h) instead of a new device allocation per call (cudaMalloc / cudaFree
 // synchronise the device): a steady step of same-sized tensors allocates nothing after its first.
 // When the last reference to a returned DeviceData goes, its buffer goes back to the pool (not
@@ -33,7 +33,7 @@
 #include "absl/types/span.h"
 #include "core/mutex.h"
 #include "daemon/engine/device_data.h"
-#include "daemon/local/device_buffer_pool.h"
+#include "daemon/engine/device_buffer_pool.h"
 #include "daemon/local/local_reduce.h"
 #include "kernels/backend.h"
 

@@ -1,4 +1,4 @@
-#include "daemon/local/device_buffer_pool.h"
+#include "daemon/engine/device_buffer_pool.h"
 
 #include <algorithm>
 #include <iterator>

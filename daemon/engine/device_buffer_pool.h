@@ -15,8 +15,8 @@
 // Thread-safety: none; the owner serialises every call with the calls of the backend it passes
 // (BackendDeviceReduce: the device's mutex). Free buffers are freed by the pool's destructor, which
 // must run while their backend may still free memory (the owner destroys the pool first).
-#ifndef GRAVAC_DAEMON_LOCAL_DEVICE_BUFFER_POOL_H_
-#define GRAVAC_DAEMON_LOCAL_DEVICE_BUFFER_POOL_H_
+#ifndef GRAVAC_DAEMON_ENGINE_DEVICE_BUFFER_POOL_H_
+#define GRAVAC_DAEMON_ENGINE_DEVICE_BUFFER_POOL_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -109,4 +109,4 @@ class DeviceBuffers : public std::enable_shared_from_this<DeviceBuffers> {
 
 }  // namespace gravac::daemon
 
-#endif  // GRAVAC_DAEMON_LOCAL_DEVICE_BUFFER_POOL_H_
+#endif  // GRAVAC_DAEMON_ENGINE_DEVICE_BUFFER_POOL_H_
