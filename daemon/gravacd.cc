@@ -7,6 +7,7 @@
 
 #include "core/absl_compat.h"
 #include "core/status.h"
+#include "daemon/collectives/device_collectives_backends.h"
 #include "daemon/daemon_metrics.h"
 #include "daemon/job_service.h"
 #include "daemon/job_session.h"
@@ -83,6 +84,7 @@ absl::Status Gravacd::Run() {
                            .log = log_,
                            .metrics = metrics.get(),
                            .device = &device_,
+                           .nccl_built = collectives::NcclDeviceCollectivesBuilt(),
                            .device_reduce = &device_reduce_});
   if (!started.ok()) {
     return absl::Status(started.status().code(),

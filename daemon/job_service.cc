@@ -15,6 +15,7 @@
 #include "core/errno_status.h"
 #include "core/ipc/unix_socket.h"
 #include "core/status.h"
+#include "daemon/collectives/device_collectives_backends.h"
 #include "gravac/v1/worker.pb.h"
 
 namespace gravac::daemon {
@@ -276,6 +277,7 @@ void JobService::Route(ipc::UniqueFd fd, ipc::FrameReader reader, std::string pa
                            .log = log_,
                            .metrics = metrics.get(),
                            .device = &device_,
+                           .nccl_built = collectives::NcclDeviceCollectivesBuilt(),
                            .device_reduce = &device_reduce_});
   if (!server.ok()) {
     RefuseJob(fd.get(),

@@ -552,6 +552,11 @@ gravac_status gravac_shutdown(gravac_context* ctx) {
 
 int gravac_cuda_built(void) { return gravac::ipc::BuiltWithCuda() ? 1 : 0; }
 
+int gravac_nccl_built(const gravac_context* ctx) {
+  if (ctx == nullptr) return -1;
+  return ctx->client->nccl_built() ? 1 : 0;
+}
+
 const char* gravac_status_string(gravac_status status) {
   switch (status) {
     case GRAVAC_OK:

@@ -128,6 +128,7 @@ absl::Status Client::Hello() {
         heartbeat_interval_ = absl::Milliseconds(reply.welcome().heartbeat_interval_ms());
         daemon_pid_ = reply.welcome().daemon_pid();
         device_intake_ = reply.welcome().device_intake();
+        nccl_built_ = reply.welcome().nccl_built();
         return absl::OkStatus();
       }
       if (reply.has_error()) {

@@ -105,6 +105,8 @@ class Client {
   absl::StatusOr<std::shared_ptr<RequestState>> SubmitDevice(v1::Request request);
   // Whether gravacd said in its Welcome that it maps CUDA IPC handles.
   bool device_intake() const { return device_intake_; }
+  // Whether gravacd said in its Welcome that it was built with NCCL device collectives.
+  bool nccl_built() const { return nccl_built_; }
   // Asks gravacd to map a device allocation (worker.proto MapDevice). Blocks for the answer:
   // true when mapped, false when gravacd cannot (`reason` says why: stage its tensors); an
   // error for a malformed buffer or a dead connection.
@@ -155,6 +157,7 @@ class Client {
   absl::Duration heartbeat_interval_ = absl::ZeroDuration();
   int64_t daemon_pid_ = 0;
   bool device_intake_ = false;  // from the Welcome
+  bool nccl_built_ = false;     // from the Welcome
   ipc::FrameReader reader_;
   std::thread reader_thread_;
 };

@@ -93,6 +93,8 @@ struct WorkerServerOptions {
   // says no device intake and the workers stage CUDA tensors through host memory. Must outlive
   // the server.
   ipc::DeviceAccess* device = nullptr;
+  // Said in the Welcome (nccl_built): gravacd was built with NCCL device collectives.
+  bool nccl_built = false;
   // With `device`: an fp32 allreduce whose local workers all hand buffers of one CUDA device is
   // summed there (after their ready events) and handed to the engine in device memory
   // (NodeTensor::device_data). nullptr, check_finite, or a device it cannot use: the buffers are

@@ -121,6 +121,7 @@ bool WorkerServerImpl::HandleHello(Conn& conn, const v1::Hello& hello) {
   reply.mutable_welcome()->set_liveness_timeout_ms(
       absl::ToInt64Milliseconds(options_.stall_timeout));
   reply.mutable_welcome()->set_device_intake(intake_ != nullptr);
+  reply.mutable_welcome()->set_nccl_built(options_.nccl_built);
   Send(conn, reply);
   return true;
 }

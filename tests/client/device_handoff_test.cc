@@ -31,15 +31,17 @@ constexpr int kCount = 1000;
 class DeviceHandoffTest : public ::testing::Test {
  protected:
   // The daemon's local side for `local_size` workers; `device` may be null (no device intake).
-  // `reduce` (may be null): the local reduce in device memory.
+  // `reduce` (may be null): the local reduce in device memory. `nccl_built`: what the Welcome says
+  // of gravacd's NCCL device collectives.
   void StartDaemon(int local_size, ipc::DeviceAccess* device,
-                   daemon::DeviceReduce* reduce = nullptr) {
+                   daemon::DeviceReduce* reduce = nullptr, bool nccl_built = false) {
     engine_ = std::make_unique<daemon::testing::FakeEngine>(local_size);
     daemon::WorkerServerOptions o;
     o.socket_path = dir_.socket();
     o.local_size = local_size;
     o.device = device;
     o.device_reduce = reduce;
+    o.nccl_built = nccl_built;
     auto server = daemon::WorkerServer::Start(o);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
@@ -340,6 +342,7 @@ TEST_F(DeviceHandoffTest, AGravacdWithoutCudaIsToldInTheWelcomeAndTheWorkerStage
   auto w = Connect(0, 1, &runtime);
   ASSERT_NE(w, nullptr);
   EXPECT_FALSE(w->client->device_intake());
+  EXPECT_FALSE(w->client->nccl_built());
   ASSERT_TRUE(PostAndWait(*w, "g", buf.data(), buf.data()).ok());
   ASSERT_TRUE(PostAndWait(*w, "h", buf.data(), buf.data()).ok());
   EXPECT_EQ(buf[5], 2.0f);
@@ -348,6 +351,19 @@ TEST_F(DeviceHandoffTest, AGravacdWithoutCudaIsToldInTheWelcomeAndTheWorkerStage
   EXPECT_EQ(unavailable.opens(), 0);
   ASSERT_THAT(w->said, SizeIs(1));
   EXPECT_THAT(w->said[0], HasSubstr("maps no CUDA IPC handles"));
+  EXPECT_TRUE(w->client->Shutdown().ok());
+}
+
+// A gravacd built with NCCL device collectives says so in its Welcome (gravac.torch's
+// hvd.nccl_built(); the AGravacdWithoutCuda case above gets false).
+TEST_F(DeviceHandoffTest, TheWelcomeSaysWhetherGravacdWasBuiltWithNccl) {
+  access_ = std::make_unique<FakeDeviceAccess>(/*available=*/true);
+  StartDaemon(1, access_.get(), nullptr, /*nccl_built=*/true);
+  FakeDeviceRuntime runtime;
+  auto w = Connect(0, 1, &runtime);
+  ASSERT_NE(w, nullptr);
+  EXPECT_TRUE(w->client->nccl_built());
+  EXPECT_TRUE(w->client->device_intake());
   EXPECT_TRUE(w->client->Shutdown().ok());
 }
 

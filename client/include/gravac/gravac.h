@@ -291,6 +291,12 @@ gravac_status gravac_shutdown(gravac_context* ctx);
  * tensors to gravacd; whether a device is usable is decided per call), else 0. */
 int gravac_cuda_built(void);
 
+/* 1 when the gravacd serving ctx was built with NCCL device collectives (it exchanges CUDA
+ * tensors between nodes over NCCL when started with --device_collectives nccl, or auto and every
+ * node can; else in host memory), 0 when it was not, -1 for a NULL ctx. As gravacd said when
+ * ctx connected. */
+int gravac_nccl_built(const gravac_context* ctx);
+
 /* Static name of a status, e.g. "GRAVAC_ERR_MISMATCH". */
 const char* gravac_status_string(gravac_status status);
 /* Static name of a dtype ("float32", ...) and its element size in bytes (0 if unknown). */

@@ -172,6 +172,7 @@ class Context {
   int size() const { return gravac_size(Checked()); }
   int local_rank() const { return gravac_local_rank(Checked()); }
   int local_size() const { return gravac_local_size(Checked()); }
+  bool nccl_built() const { return gravac_nccl_built(Checked()) == 1; }
   bool closed() const { return ctx_ == nullptr; }
 
   std::unique_ptr<Request> AllreduceAsync(const std::string& name, uintptr_t in, uintptr_t out,
@@ -391,6 +392,8 @@ PYBIND11_MODULE(_gravac, m) {
       .def_property_readonly("size", &Context::size)
       .def_property_readonly("local_rank", &Context::local_rank)
       .def_property_readonly("local_size", &Context::local_size)
+      .def_property_readonly("nccl_built", &Context::nccl_built,
+                             "Whether the node's gravacd was built with NCCL device collectives.")
       .def_property_readonly("closed", &Context::closed)
       .def("allreduce_async", &Context::AllreduceAsync, py::arg("name"), py::arg("inp"),
            py::arg("out"), py::arg("shape"), py::arg("dtype"), py::arg("op"), py::arg("step") = -1,

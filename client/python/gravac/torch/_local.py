@@ -97,6 +97,7 @@ class LocalContext:
     size = 1
     local_rank = 0
     local_size = 1
+    nccl_built = False  # no gravacd: nothing crosses nodes
 
     def __init__(self):
         self._lock = threading.Lock()
