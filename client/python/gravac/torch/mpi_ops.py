@@ -280,7 +280,7 @@ def gloo_built():
 
 def nccl_built():
     """True when the node's gravacd was built with NCCL device collectives: started with
-    --device_collectives nccl (gravacrun --daemon-args), or auto when every node can, it exchanges
+    --device_collectives nccl (gravacrun --daemon_args), or auto when every node can, it exchanges
     CUDA tensors between nodes over NCCL; with the default (host) it exchanges them in host
     memory. False when it was not built with NCCL, and in a world of one run without gravacrun
     (no gravacd). As gravacd said when this rank connected, so it needs init() (ValueError
